@@ -1,0 +1,349 @@
+// Package driver is the storage seam of Drover: one interface, implemented by
+// pgdriver (PostgreSQL through pgx v5) and sqlitedriver (embedded SQLite), and
+// checked by one conformance suite (drivertest).
+//
+// Every state change is one guarded statement or transaction: the WHERE clause
+// names the expected status and, for lease-holder calls, the attempt and
+// lease_token. If the guard does not match, nothing changes and the call returns
+// ErrLeaseLost (or ErrInvalidTransition for operator calls, ErrNotFound if the row
+// does not exist). Every accepted transition bumps rev by one and appends one event
+// whose seq is the new rev. A heartbeat bumps rev but appends no event, unless it
+// carries a RequestID: then it logs a "heartbeat" event, which is what lets a
+// repeat of it be recognised.
+//
+// request_id: a transition that carries a RequestID which this job's log already
+// holds is not applied again: the driver returns the job as it is now with
+// Replayed = true, and rev and attempt do not move.
+//
+// Time: the database clock decides leases and run_at (now() in PostgreSQL; the
+// process clock in SQLite, which has no server). Params with a Now field use it
+// instead when set, so tests can move time without sleeping.
+//
+// Stability: this package is a deliberate public seam for driver authors. It may
+// change between minor versions until 1.0.
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// Driver stores jobs and their events and implements the lifecycle atomically.
+type Driver interface {
+	// Name is "postgres" or "sqlite".
+	Name() string
+
+	// MigrateUp applies all pending migrations. Safe to call concurrently.
+	MigrateUp(ctx context.Context) error
+	// MigrateStatus reports the applied version and the available ones.
+	MigrateStatus(ctx context.Context) (MigrationStatus, error)
+
+	// JobInsertMany inserts jobs (queued, or pending when WorkflowRunID is set) in one
+	// transaction. A job whose IdempotencyKey exists already is not inserted: its
+	// result is the existing job with Existing = true. Results are in input order.
+	// Params must be validated by the caller (ValidateInsert).
+	JobInsertMany(ctx context.Context, params []InsertParams) ([]InsertResult, error)
+	// JobInsertManyTx is JobInsertMany inside the caller's transaction (a pgx.Tx for
+	// pgdriver, a *sql.Tx for sqlitedriver): the jobs exist iff it commits.
+	JobInsertManyTx(ctx context.Context, tx any, params []InsertParams) ([]InsertResult, error)
+
+	JobGet(ctx context.Context, id int64) (*Job, error)
+	// JobList returns jobs matching the filters, ordered by id (descending unless
+	// Ascending), at most Limit (default 100), starting after AfterID when set.
+	JobList(ctx context.Context, params ListParams) ([]*Job, error)
+	// JobEvents returns the job's events ordered by seq.
+	JobEvents(ctx context.Context, id int64) ([]lifecycle.Event, error)
+
+	// JobClaim moves up to Limit claimable jobs to claimed under a fresh lease:
+	// queued jobs with run_at <= now, and stalled jobs, in unpaused Queues, ordered by
+	// priority, run_at, id; or, when ID is set, that one job if it is claimable. Each
+	// gets attempt+1, a new random lease_token, owner = Owner and lease_expires_at =
+	// now + LeaseDuration. Concurrent claimers never receive the same job.
+	JobClaim(ctx context.Context, params ClaimParams) ([]*Job, error)
+	// JobStart moves claimed → running (executions+1, started_at = now, lease extended).
+	JobStart(ctx context.Context, params FenceParams) (*Job, error)
+	// JobStartMany applies many starts in one transaction; each is fenced on its own
+	// and its outcome is reported in input order.
+	JobStartMany(ctx context.Context, params []FenceParams) []JobOutcome
+	// JobUnclaim moves claimed → queued, clearing the lease; executions are untouched.
+	JobUnclaim(ctx context.Context, params FenceParams) (*Job, error)
+	// JobHeartbeat extends the lease of a claimed or running job. If the job was
+	// canceled during this attempt it returns CancelRequested = true and no error.
+	JobHeartbeat(ctx context.Context, params HeartbeatParams) (HeartbeatResult, error)
+	// JobComplete moves running → succeeded with Result (nil is stored as JSON null).
+	JobComplete(ctx context.Context, params CompleteParams) (*Job, error)
+	// JobCompleteMany applies many completions in one transaction; each is fenced on
+	// its own and its outcome (job or error) is reported in input order.
+	JobCompleteMany(ctx context.Context, params []CompleteParams) []JobOutcome
+	// JobFail records Error in the job's error history and then, in one statement:
+	// running → queued at RetryAt, or now + RetryDelay when RetryAt is zero (event
+	// "retried"), if !Permanent and executions < max_attempts; else running → failed
+	// with error = Error (event "failed").
+	JobFail(ctx context.Context, params FailParams) (*Job, error)
+	// JobSnooze moves running → queued at RunAt (now + Delay when RunAt is zero);
+	// the execution is given back
+	// (executions-1) so a snooze does not use up max_attempts.
+	JobSnooze(ctx context.Context, params SnoozeParams) (*Job, error)
+	// JobCancel moves any non-terminal job to canceled, clearing its lease.
+	// Terminal → ErrInvalidTransition.
+	JobCancel(ctx context.Context, params CancelParams) (*Job, error)
+
+	// JobReapExpired is the lease reaper: every claimed or running job whose
+	// lease_expires_at < now goes to stalled (event "stalled") and, in the same
+	// transaction, to queued at now (event "requeued"), or to failed (event
+	// "failed") when it was running and its executions reached max_attempts. A
+	// running attempt that stalled is recorded in the error history.
+	JobReapExpired(ctx context.Context, params ReapParams) ([]*Job, error)
+	// JobDeleteFinished deletes terminal jobs (and their events) finished before
+	// Before, at most Limit per call. Returns how many were deleted.
+	JobDeleteFinished(ctx context.Context, params DeleteFinishedParams) (int, error)
+	// JobDLQRequeue enqueues a new queued job copying the failed job ID's kind,
+	// args, queue, priority, max_attempts, timeout and metadata, with retry_of = ID.
+	// The failed row is unchanged. A job that is not failed → ErrInvalidTransition.
+	JobDLQRequeue(ctx context.Context, params DLQRequeueParams) (*Job, error)
+	// JobDLQPurge deletes failed jobs (optionally of one queue); returns the count.
+	JobDLQPurge(ctx context.Context, params DLQPurgeParams) (int, error)
+
+	// QueueList returns every queue that has jobs or was paused, with counts per status.
+	QueueList(ctx context.Context) ([]QueueInfo, error)
+	// QueuePause / QueueResume stop / restart claims from a queue (jobs stay queued).
+	QueuePause(ctx context.Context, name string) error
+	QueueResume(ctx context.Context, name string) error
+	// QueuesReady returns the queues that have claimable jobs now.
+	QueuesReady(ctx context.Context, now *time.Time) ([]string, error)
+
+	// LeaderAttemptElect makes ID the leader if there is none or the lease expired,
+	// or extends the lease if ID leads already; reports whether ID leads.
+	LeaderAttemptElect(ctx context.Context, params LeaderParams) (bool, error)
+	// LeaderResign gives up leadership if ID holds it.
+	LeaderResign(ctx context.Context, id string) error
+	// LeaderGet returns the current leader (ErrNotFound if none ever was).
+	LeaderGet(ctx context.Context) (Leader, error)
+
+	// WakeupPublish tells listeners that the queues may have claimable jobs.
+	// Wake-ups are only pointers: losing or repeating one never loses or doubles work.
+	WakeupPublish(ctx context.Context, queues []string) error
+	// WakeupSubscribe returns a channel that receives queue names until ctx ends.
+	// Delivery is best effort; receivers must also poll.
+	WakeupSubscribe(ctx context.Context) (<-chan string, error)
+
+	// Ping checks the database is reachable.
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// Job is a job row. Times are UTC.
+type Job struct {
+	ID             int64            `json:"id"`
+	Kind           string           `json:"kind"`
+	Queue          string           `json:"queue"`
+	Status         lifecycle.Status `json:"status"`
+	Args           json.RawMessage  `json:"args"`
+	Metadata       json.RawMessage  `json:"metadata,omitempty"`
+	Priority       int              `json:"priority"`
+	RunAt          time.Time        `json:"run_at"`
+	Attempt        int              `json:"attempt"`    // claims so far; half of the fence
+	Executions     int              `json:"executions"` // claims that reached running, net of snoozes
+	MaxAttempts    int              `json:"max_attempts"`
+	Timeout        time.Duration    `json:"-"` // 0: the worker's default
+	IdempotencyKey string           `json:"idempotency_key,omitempty"`
+	Owner          string           `json:"owner,omitempty"`
+	LeaseToken     string           `json:"-"`
+	LeaseExpiresAt *time.Time       `json:"lease_expires_at,omitempty"`
+	Result         json.RawMessage  `json:"result"`
+	Error          string           `json:"error,omitempty"`
+	Errors         []AttemptError   `json:"errors"`
+	CreatedAt      time.Time        `json:"created_at"`
+	StartedAt      *time.Time       `json:"started_at"`
+	FinishedAt     *time.Time       `json:"finished_at"`
+	Rev            int64            `json:"rev"`
+	RetryOf        *int64           `json:"retry_of,omitempty"`
+	WorkflowRunID  *int64           `json:"workflow_run_id,omitempty"`
+	WorkflowNode   string           `json:"workflow_node,omitempty"`
+	Replayed       bool             `json:"-"` // answer to a repeated request_id
+}
+
+// State returns the fields the lifecycle invariants talk about.
+func (j *Job) State() lifecycle.State {
+	return lifecycle.State{
+		Status:      j.Status,
+		HasOwner:    j.Owner != "",
+		HasLease:    j.LeaseToken != "" || j.LeaseExpiresAt != nil,
+		HasResult:   j.Result != nil,
+		HasError:    j.Error != "",
+		Attempt:     j.Attempt,
+		Executions:  j.Executions,
+		MaxAttempts: j.MaxAttempts,
+	}
+}
+
+// AttemptError is one entry of a job's error history.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+	Stack   string    `json:"stack,omitempty"`
+}
+
+// InsertParams describes a job to enqueue. Zero values are defaults only where
+// ValidateInsert fills them in; drivers store what they are given.
+type InsertParams struct {
+	Kind           string
+	Args           json.RawMessage // a JSON object
+	Queue          string
+	Priority       int
+	RunAt          *time.Time // nil: now
+	MaxAttempts    int
+	Timeout        time.Duration // 0: worker default
+	IdempotencyKey string        // "": none
+	Metadata       json.RawMessage
+	RetryOf        *int64
+	WorkflowRunID  *int64 // set: the job starts pending
+	WorkflowNode   string
+	Actor          string
+}
+
+// InsertResult is one job of JobInsertMany.
+type InsertResult struct {
+	Job      *Job
+	Existing bool // the idempotency key was seen: Job is the earlier job
+}
+
+// ListParams filters JobList. Empty fields do not filter.
+type ListParams struct {
+	Statuses  []lifecycle.Status
+	Queue     string
+	Kind      string
+	AfterID   int64 // cursor: ids after this one in the listing order
+	Limit     int
+	Ascending bool
+}
+
+// ClaimParams selects jobs to claim.
+type ClaimParams struct {
+	Queues        []string
+	ID            int64 // claim this job only
+	Limit         int
+	Owner         string // worker id
+	LeaseDuration time.Duration
+	RequestID     string // a repeat returns the jobs the first call claimed that Owner still holds under that claim (maybe none); it never claims more
+	// Start also starts each claimed job in the same statement (claimed → running:
+	// executions+1, started_at; events "claimed" then "started"), for a worker that
+	// runs what it claims at once. One row version instead of two.
+	Start bool
+	Now   *time.Time
+}
+
+// FenceParams identifies the current attempt of a job, as only its lease holder knows it.
+type FenceParams struct {
+	ID            int64
+	Attempt       int
+	LeaseToken    string
+	RequestID     string
+	LeaseDuration time.Duration // JobStart: new lease length (0 keeps the current expiry); heartbeat: the extension (0: 30s)
+	Now           *time.Time
+}
+
+// HeartbeatParams extends a lease.
+type HeartbeatParams struct {
+	FenceParams
+}
+
+// HeartbeatResult answers a heartbeat.
+type HeartbeatResult struct {
+	LeaseExpiresAt  time.Time
+	CancelRequested bool
+}
+
+// CompleteParams completes a running job.
+type CompleteParams struct {
+	FenceParams
+	Result json.RawMessage
+}
+
+// JobOutcome is one result of a batched call (JobStartMany, JobCompleteMany).
+type JobOutcome struct {
+	Job *Job
+	Err error
+}
+
+// CompleteOutcome is the former name of JobOutcome.
+type CompleteOutcome = JobOutcome
+
+// FailParams reports a failed execution.
+type FailParams struct {
+	FenceParams
+	Error      string
+	Stack      string
+	RetryAt    time.Time     // absolute retry time; zero: now + RetryDelay
+	RetryDelay time.Duration // measured on the database clock, so a worker's skewed clock cannot move it
+	Permanent  bool
+}
+
+// SnoozeParams reschedules a running job without using up an attempt.
+type SnoozeParams struct {
+	FenceParams
+	RunAt time.Time     // absolute; zero: now + Delay
+	Delay time.Duration // measured on the database clock
+}
+
+// CancelParams cancels a job.
+type CancelParams struct {
+	ID        int64
+	RequestID string
+	Actor     string
+	Now       *time.Time
+}
+
+// ReapParams drives the lease reaper.
+type ReapParams struct {
+	Limit int
+	Now   *time.Time
+}
+
+// DeleteFinishedParams drives retention.
+type DeleteFinishedParams struct {
+	Before time.Time
+	Limit  int
+}
+
+// DLQRequeueParams requeues a failed job as a new one.
+type DLQRequeueParams struct {
+	ID    int64
+	Actor string
+}
+
+// DLQPurgeParams deletes failed jobs.
+type DLQPurgeParams struct {
+	Queue string // "": all queues
+}
+
+// QueueInfo is a queue with its job counts per status.
+type QueueInfo struct {
+	Name   string                   `json:"name"`
+	Paused bool                     `json:"paused"`
+	Counts map[lifecycle.Status]int `json:"counts"`
+}
+
+// LeaderParams asks for or extends leadership.
+type LeaderParams struct {
+	ID  string
+	TTL time.Duration
+	Now *time.Time
+}
+
+// Leader is the current holder of the leadership lease.
+type Leader struct {
+	ID        string
+	ExpiresAt time.Time
+}
+
+// MigrationStatus reports the schema version.
+type MigrationStatus struct {
+	Current   uint   `json:"current"`   // 0: none applied
+	Dirty     bool   `json:"dirty"`     // a migration failed half-way
+	Available []uint `json:"available"` // versions shipped with this build
+}

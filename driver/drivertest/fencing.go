@@ -1,0 +1,154 @@
+package drivertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// fencingTests prove that only the current attempt's lease holder can move a job:
+// a stale attempt or a wrong lease_token gets ErrLeaseLost and changes nothing.
+var fencingTests = []suiteTest{
+	{"StaleAttemptAfterReapAndReclaim", testStaleAttempt},
+	{"StaleRunningAttemptAfterReap", testStaleRunning},
+	{"WrongLeaseToken", testWrongToken},
+	{"CompleteManyMixed", testCompleteMany},
+}
+
+// reclaimed returns a job claimed at t0, reaped at t0+31s and claimed again at t0+32s,
+// together with the first attempt's (now stale) view of it.
+func (h *harness) reclaimed() (stale, current *driver.Job) {
+	h.t.Helper()
+	stale = h.claimedJob(nil)
+	h.reapOne(stale.ID, 31*time.Second)
+	current = h.mustClaimOne(driver.ClaimParams{Queues: []string{defaultQueue}, ID: stale.ID, Limit: 1, Owner: "worker-2",
+		LeaseDuration: leaseDuration, Now: h.at(32 * time.Second)})
+	if current.Attempt != stale.Attempt+1 || current.LeaseToken == stale.LeaseToken {
+		h.t.Fatalf("reclaim: attempt %d token reused %v, want attempt %d and a new token", current.Attempt, current.LeaseToken == stale.LeaseToken, stale.Attempt+1)
+	}
+	return stale, current
+}
+
+func testStaleAttempt(h *harness) {
+	stale, cur := h.reclaimed()
+	calls := h.fenceCalls()
+	for _, name := range []string{"JobStart", "JobHeartbeat", "JobComplete", "JobFail", "JobSnooze", "JobUnclaim"} {
+		h.rejected(cur.ID, driver.ErrLeaseLost, name+" by the stale attempt of a claimed job", func() error {
+			return calls[name](stale, 33*time.Second)
+		})
+	}
+	// Half a fence is no fence: the old token with the new attempt, and the reverse.
+	mixed := *stale
+	mixed.Attempt = cur.Attempt
+	h.rejected(cur.ID, driver.ErrLeaseLost, "JobStart with the current attempt and the old token", func() error {
+		return h.start(&mixed, 33*time.Second)
+	})
+	mixed = *cur
+	mixed.Attempt = stale.Attempt
+	h.rejected(cur.ID, driver.ErrLeaseLost, "JobStart with the old attempt and the current token", func() error {
+		return h.start(&mixed, 33*time.Second)
+	})
+	r := h.mustStart(cur, 34*time.Second)
+	for _, name := range []string{"JobStart", "JobHeartbeat", "JobComplete", "JobFail", "JobSnooze", "JobUnclaim"} {
+		h.rejected(r.ID, driver.ErrLeaseLost, name+" by the stale attempt of a running job", func() error {
+			return calls[name](stale, 35*time.Second)
+		})
+	}
+	h.mustComplete(r, 36*time.Second, json.RawMessage(`{"by":"worker-2"}`))
+}
+
+func testStaleRunning(h *harness) {
+	r := h.runningJob(nil)
+	h.reapOne(r.ID, 31*time.Second)
+	calls := h.fenceCalls()
+	// The job is queued now: the old holder may do nothing.
+	for name, call := range calls {
+		h.rejected(r.ID, driver.ErrLeaseLost, name+" by a running attempt that was reaped", func() error {
+			return call(r, 32*time.Second)
+		})
+	}
+	c := h.mustClaim(33 * time.Second)
+	for name, call := range calls {
+		h.rejected(r.ID, driver.ErrLeaseLost, name+" by a reaped attempt after the reclaim", func() error {
+			return call(r, 34*time.Second)
+		})
+	}
+	h.mustStart(c, 35*time.Second)
+}
+
+func testWrongToken(h *harness) {
+	c := h.claimedJob(nil)
+	r := h.runningJob(nil)
+	calls := h.fenceCalls()
+	for _, tok := range []string{otherToken, "not-a-uuid", ""} {
+		for _, j := range []*driver.Job{c, r} {
+			bad := *j
+			bad.LeaseToken = tok
+			for name, call := range calls {
+				h.rejected(j.ID, driver.ErrLeaseLost, fmt.Sprintf("%s of a %s job with token %q", name, j.Status, tok), func() error {
+					return call(&bad, 10*time.Second)
+				})
+			}
+		}
+	}
+	for _, j := range []*driver.Job{c, r} {
+		bad := *j
+		bad.Attempt = j.Attempt + 1
+		for name, call := range calls {
+			h.rejected(j.ID, driver.ErrLeaseLost, fmt.Sprintf("%s of a %s job with a future attempt", name, j.Status), func() error {
+				return call(&bad, 10*time.Second)
+			})
+		}
+	}
+}
+
+func testCompleteMany(h *harness) {
+	stale, cur := h.reclaimed() // cur is claimed by worker-2; reaps at t0+31s
+	h.mustStart(cur, 33*time.Second)
+	a := h.runningJob(nil) // leases until t0+30s; completed at t0+20s
+	b := h.runningJob(nil)
+	untouched := h.runningJob(nil)
+	notRunning := h.claimedJob(nil)
+	snaps := []snapshot{h.snap(untouched.ID), h.snap(cur.ID), h.snap(notRunning.ID)}
+	evA, evB := len(h.events(a.ID)), len(h.events(b.ID))
+
+	cp := func(j *driver.Job, res string) driver.CompleteParams {
+		return driver.CompleteParams{FenceParams: fence(j, h.at(20*time.Second)), Result: json.RawMessage(res)}
+	}
+	outs := h.d.JobCompleteMany(h.ctx, []driver.CompleteParams{
+		cp(a, `{"n":"a"}`), cp(stale, `{"n":"stale"}`), cp(b, `{"n":"b"}`), cp(notRunning, `{"n":"claimed"}`),
+	})
+	if len(outs) != 4 {
+		h.t.Fatalf("JobCompleteMany returned %d outcomes, want 4 in input order", len(outs))
+	}
+	for i, ok := range []*driver.Job{a, nil, b, nil} {
+		o := outs[i]
+		if ok == nil {
+			h.wantErr(o.Err, driver.ErrLeaseLost, fmt.Sprintf("JobCompleteMany outcome %d", i))
+			continue
+		}
+		if o.Err != nil || o.Job == nil {
+			h.t.Errorf("JobCompleteMany outcome %d = %v, %v; want job %d succeeded", i, o.Job, o.Err, ok.ID)
+			continue
+		}
+		if o.Job.ID != ok.ID || o.Job.Status != lifecycle.StatusSucceeded {
+			h.t.Errorf("JobCompleteMany outcome %d: job %d %s, want job %d succeeded", i, o.Job.ID, o.Job.Status, ok.ID)
+		}
+		h.checkJob(o.Job, "JobCompleteMany")
+	}
+	for _, s := range snaps {
+		h.wantUnchanged(s, "JobCompleteMany")
+	}
+	ga, gb := h.get(a.ID), h.get(b.ID)
+	if !jsonEqual(ga.Result, json.RawMessage(`{"n":"a"}`)) || !jsonEqual(gb.Result, json.RawMessage(`{"n":"b"}`)) {
+		h.t.Errorf("results after JobCompleteMany: a %s, b %s; want {\"n\":\"a\"} and {\"n\":\"b\"}", ga.Result, gb.Result)
+	}
+	h.wantLastEvent(ga, lifecycle.EventSucceeded, lifecycle.StatusRunning, evA+1)
+	h.wantLastEvent(gb, lifecycle.EventSucceeded, lifecycle.StatusRunning, evB+1)
+	if outs := h.d.JobCompleteMany(h.ctx, nil); len(outs) != 0 {
+		h.t.Errorf("JobCompleteMany(nil) = %v, want no outcomes", outs)
+	}
+}

@@ -1,0 +1,316 @@
+package drivertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// requestIDTests: repeating a transition with a request_id the job's log holds
+// returns the job as it is now with Replayed = true; rev, attempt and the log stay.
+var requestIDTests = []suiteTest{
+	{"Claim", testReplayClaim},
+	{"Start", testReplayStart},
+	{"Complete", testReplayComplete},
+	{"FailRetry", testReplayFailRetry},
+	{"FailFinal", testReplayFailFinal},
+	{"Snooze", testReplaySnooze},
+	{"Unclaim", testReplayUnclaim},
+	{"Cancel", testReplayCancel},
+	{"Heartbeat", testReplayHeartbeat},
+	{"ReplayAfterTheJobMovedOn", testReplayLater},
+	{"SameRequestIDOnAnotherJob", testReplayOtherJob},
+}
+
+// wantReplay runs call, which repeats a request already applied to job id.
+func (h *harness) wantReplay(id int64, what string, call func() (*driver.Job, error)) *driver.Job {
+	h.t.Helper()
+	before := h.snap(id)
+	j, err := call()
+	if err != nil {
+		h.t.Fatalf("%s (repeat of an applied request_id): %v; want the first answer", what, err)
+	}
+	if j == nil {
+		h.t.Fatalf("%s (repeat): nil job", what)
+	}
+	if !j.Replayed {
+		h.t.Errorf("%s (repeat): Replayed = false, want true", what)
+	}
+	if d := diffJobs(before.job, j); d != "" {
+		h.t.Errorf("%s (repeat): returned job differs from the job as it is: %s", what, d)
+	}
+	h.wantUnchanged(before, what+" (repeat)")
+	return j
+}
+
+// wantRequestID checks the last event of job id carries reqID.
+func (h *harness) wantRequestID(id int64, reqID string) {
+	h.t.Helper()
+	evs := h.events(id)
+	if len(evs) == 0 || evs[len(evs)-1].RequestID != reqID {
+		h.t.Errorf("job %d events %s: want the last one to carry request_id %q", id, fmtEvents(evs), reqID)
+	}
+}
+
+func testReplayClaim(h *harness) {
+	h.mustEnqueue(nil)
+	second := h.mustEnqueue(nil)
+	p := h.claimParams(0)
+	p.RequestID = "claim-1"
+	first := h.mustClaimOne(p)
+	h.wantRequestID(first.ID, "claim-1")
+	before := []snapshot{h.snap(first.ID), h.snap(second.ID)}
+	p.Now = h.at(time.Second)
+	again, err := h.d.JobClaim(h.ctx, p)
+	if err != nil {
+		h.t.Fatalf("JobClaim repeat: %v", err)
+	}
+	if len(again) != 1 || again[0].ID != first.ID || !again[0].Replayed || again[0].LeaseToken != first.LeaseToken || again[0].Attempt != first.Attempt {
+		h.t.Fatalf("JobClaim repeat = %v, want job %d again (Replayed, same token and attempt %d)", jobIDs(again), first.ID, first.Attempt)
+	}
+	if d := diffJobs(first, again[0]); d != "" {
+		h.t.Errorf("JobClaim repeat: job differs from the first answer: %s", d)
+	}
+	for _, s := range before {
+		h.wantUnchanged(s, "JobClaim repeat")
+	}
+}
+
+func testReplayStart(h *harness) {
+	c := h.claimedJob(nil)
+	p := fence(c, h.at(time.Second))
+	p.RequestID = "start-1"
+	r := h.transition("JobStart", c.ID, lifecycle.EventStarted, lifecycle.StatusRunning, func() (*driver.Job, error) { return h.d.JobStart(h.ctx, p) })
+	h.wantRequestID(c.ID, "start-1")
+	j := h.wantReplay(c.ID, "JobStart", func() (*driver.Job, error) { return h.d.JobStart(h.ctx, p) })
+	if j.Executions != r.Executions {
+		h.t.Errorf("JobStart repeat: executions %d, want %d", j.Executions, r.Executions)
+	}
+}
+
+func testReplayComplete(h *harness) {
+	r := h.runningJob(nil)
+	p := driver.CompleteParams{FenceParams: fence(r, h.at(2*time.Second)), Result: json.RawMessage(`{"v":1}`)}
+	p.RequestID = "complete-1"
+	h.transition("JobComplete", r.ID, lifecycle.EventSucceeded, lifecycle.StatusSucceeded, func() (*driver.Job, error) { return h.d.JobComplete(h.ctx, p) })
+	h.wantRequestID(r.ID, "complete-1")
+	p.Result = json.RawMessage(`{"v":2}`) // a repeat does not overwrite the stored outcome
+	j := h.wantReplay(r.ID, "JobComplete", func() (*driver.Job, error) { return h.d.JobComplete(h.ctx, p) })
+	if !jsonEqual(j.Result, json.RawMessage(`{"v":1}`)) {
+		h.t.Errorf("JobComplete repeat: result %s, want the first {\"v\":1}", j.Result)
+	}
+	// JobCompleteMany replays too.
+	outs := h.d.JobCompleteMany(h.ctx, []driver.CompleteParams{p})
+	if len(outs) != 1 || outs[0].Err != nil || outs[0].Job == nil || !outs[0].Job.Replayed {
+		h.t.Errorf("JobCompleteMany repeat of complete-1 = %+v, want the job with Replayed = true", outs)
+	}
+}
+
+func testReplayFailRetry(h *harness) {
+	r := h.runningJob(nil)
+	p := failParams2(r, h.at(2*time.Second))
+	p.RequestID = "fail-1"
+	q := h.transition("JobFail", r.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+	h.wantRequestID(r.ID, "fail-1")
+	j := h.wantReplay(r.ID, "JobFail (retry)", func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+	if len(j.Errors) != len(q.Errors) {
+		h.t.Errorf("JobFail repeat: %d error entries, want %d (no second entry)", len(j.Errors), len(q.Errors))
+	}
+}
+
+func testReplayFailFinal(h *harness) {
+	r := h.runningJob(nil)
+	p := failParams2(r, h.at(2*time.Second))
+	p.Permanent, p.RequestID = true, "fail-final"
+	h.transition("JobFail", r.ID, lifecycle.EventFailed, lifecycle.StatusFailed, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+	h.wantReplay(r.ID, "JobFail (final)", func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+}
+
+func testReplaySnooze(h *harness) {
+	r := h.runningJob(nil)
+	p := driver.SnoozeParams{FenceParams: fence(r, h.at(2*time.Second)), RunAt: h.tm(time.Hour)}
+	p.RequestID = "snooze-1"
+	h.transition("JobSnooze", r.ID, lifecycle.EventSnoozed, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobSnooze(h.ctx, p) })
+	j := h.wantReplay(r.ID, "JobSnooze", func() (*driver.Job, error) { return h.d.JobSnooze(h.ctx, p) })
+	if j.Executions != 0 {
+		h.t.Errorf("JobSnooze repeat: executions %d, want 0 (given back once, not twice)", j.Executions)
+	}
+}
+
+func testReplayUnclaim(h *harness) {
+	c := h.claimedJob(nil)
+	p := fence(c, h.at(time.Second))
+	p.RequestID = "unclaim-1"
+	h.transition("JobUnclaim", c.ID, lifecycle.EventUnclaimed, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobUnclaim(h.ctx, p) })
+	h.wantReplay(c.ID, "JobUnclaim", func() (*driver.Job, error) { return h.d.JobUnclaim(h.ctx, p) })
+}
+
+func testReplayCancel(h *harness) {
+	for _, j := range []*driver.Job{h.mustEnqueue(nil), h.claimedJob(nil), h.runningJob(nil)} {
+		p := driver.CancelParams{ID: j.ID, RequestID: fmt.Sprintf("cancel-%d", j.ID), Actor: "operator", Now: h.at(5 * time.Second)}
+		h.transition("JobCancel", j.ID, lifecycle.EventCanceled, lifecycle.StatusCanceled, func() (*driver.Job, error) { return h.d.JobCancel(h.ctx, p) })
+		h.wantRequestID(j.ID, p.RequestID)
+		// canceled is terminal, but a repeat is the first answer, not ErrInvalidTransition.
+		h.wantReplay(j.ID, "JobCancel", func() (*driver.Job, error) { return h.d.JobCancel(h.ctx, p) })
+	}
+}
+
+// testReplayHeartbeat: a heartbeat that carries a request_id is logged (one
+// "heartbeat" event, seq = rev) so that a repeat is recognised: the repeat answers
+// like the first and changes nothing, not even rev.
+func testReplayHeartbeat(h *harness) {
+	for _, j := range []*driver.Job{h.claimedJob(nil), h.runningJob(nil)} {
+		p := driver.HeartbeatParams{FenceParams: fence(j, h.at(10*time.Second))}
+		p.LeaseDuration, p.RequestID = leaseDuration, fmt.Sprintf("hb-%d", j.ID)
+		n := len(h.events(j.ID))
+		first, err := h.d.JobHeartbeat(h.ctx, p)
+		if err != nil {
+			h.t.Fatalf("JobHeartbeat: %v", err)
+		}
+		if evs := h.events(j.ID); len(evs)-n != 1 {
+			h.t.Errorf("JobHeartbeat with a request_id appended %d events %s, want one heartbeat event", len(evs)-n, fmtEvents(evs[n:]))
+		} else {
+			h.wantLastEvent(h.get(j.ID), lifecycle.EventHeartbeat, j.Status, n+1)
+			h.wantRequestID(j.ID, p.RequestID)
+		}
+		before := h.snap(j.ID)
+		again, err := h.d.JobHeartbeat(h.ctx, p)
+		if err != nil || !again.LeaseExpiresAt.Equal(first.LeaseExpiresAt) || again.CancelRequested {
+			h.t.Errorf("JobHeartbeat repeat = %+v, %v; want the first answer %+v", again, err, first)
+		}
+		after := h.snap(j.ID)
+		if len(after.events) != len(before.events) || after.job.Rev != before.job.Rev || after.job.Status != j.Status ||
+			after.job.Attempt != j.Attempt || after.job.LeaseToken != j.LeaseToken || after.job.Executions != j.Executions {
+			h.t.Errorf("JobHeartbeat repeat changed job %d: %s; events %d → %d", j.ID, diffJobs(before.job, after.job), len(before.events), len(after.events))
+		}
+	}
+}
+
+func testReplayLater(h *harness) {
+	c := h.claimedJob(nil)
+	sp := fence(c, h.at(time.Second))
+	sp.RequestID = "start-1"
+	if _, err := h.d.JobStart(h.ctx, sp); err != nil {
+		h.t.Fatalf("JobStart: %v", err)
+	}
+	cp := driver.CompleteParams{FenceParams: fence(c, h.at(2*time.Second)), Result: json.RawMessage(`1`)}
+	cp.RequestID = "complete-1"
+	if _, err := h.d.JobComplete(h.ctx, cp); err != nil {
+		h.t.Fatalf("JobComplete: %v", err)
+	}
+	// A late retry of the start (say, its answer was lost) still gets an answer.
+	j := h.wantReplay(c.ID, "JobStart after the job succeeded", func() (*driver.Job, error) { return h.d.JobStart(h.ctx, sp) })
+	if j.Status != lifecycle.StatusSucceeded {
+		h.t.Errorf("late JobStart repeat: job is %s, want succeeded (as it is now)", j.Status)
+	}
+	// A new request_id is a new call, refused.
+	sp.RequestID = "start-2"
+	h.rejected(c.ID, driver.ErrLeaseLost, "JobStart with a new request_id after success", func() error {
+		_, err := h.d.JobStart(h.ctx, sp)
+		return err
+	})
+}
+
+func testReplayOtherJob(h *harness) {
+	a, b := h.mustEnqueue(nil), h.mustEnqueue(nil)
+	for _, j := range []*driver.Job{a, b} {
+		p := driver.CancelParams{ID: j.ID, RequestID: "same", Actor: "operator", Now: h.at(time.Second)}
+		h.transition("JobCancel", j.ID, lifecycle.EventCanceled, lifecycle.StatusCanceled, func() (*driver.Job, error) { return h.d.JobCancel(h.ctx, p) })
+	}
+}
+
+// idempotencyKeyTests: enqueueing an existing idempotency key returns the earlier job.
+var idempotencyKeyTests = []suiteTest{
+	{"ConcurrentSameKey", testKeyConcurrent},
+	{"BatchWithRepeatedKey", testKeyBatch},
+}
+
+func testKeyConcurrent(h *harness) {
+	const n = 50
+	p := h.params(func(p *driver.InsertParams) { p.IdempotencyKey = "order-42" })
+	if err := driver.ValidateInsert(&p, driver.Limits{}); err != nil {
+		h.t.Fatal(err)
+	}
+	results := make([]driver.InsertResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := h.d.JobInsertMany(h.ctx, []driver.InsertParams{p})
+			if err == nil && len(res) != 1 {
+				err = fmt.Errorf("%d results, want 1", len(res))
+			}
+			if err == nil {
+				results[i] = res[0]
+			}
+			errs[i] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	fresh := 0
+	var id int64
+	for i := range n {
+		if errs[i] != nil {
+			h.t.Errorf("enqueue %d of the same key: %v", i, errs[i])
+			continue
+		}
+		r := results[i]
+		if !r.Existing {
+			fresh++
+		}
+		if id == 0 {
+			id = r.Job.ID
+		}
+		if r.Job.ID != id {
+			h.t.Errorf("enqueue %d returned job %d, another returned %d; want one job", i, r.Job.ID, id)
+		}
+	}
+	if fresh != 1 {
+		h.t.Errorf("%d of %d enqueues have Existing = false, want exactly 1", fresh, n)
+	}
+	if all := h.listAll(driver.ListParams{Limit: 100}); len(all) != 1 {
+		h.t.Errorf("database holds %d jobs %v, want 1", len(all), jobIDs(all))
+	}
+	if evs := h.events(id); len(evs) != 1 {
+		h.t.Errorf("job %d events %s, want only the enqueue", id, fmtEvents(evs))
+	}
+}
+
+func testKeyBatch(h *harness) {
+	key := func(k string) driver.InsertParams {
+		return h.params(func(p *driver.InsertParams) { p.IdempotencyKey = k; p.Args = json.RawMessage(`{"k":"` + k + `"}`) })
+	}
+	res := h.mustInsert(key("k1"), key("k2"), key("k1"))
+	if res[0].Existing || res[1].Existing || !res[2].Existing {
+		h.t.Errorf("batch k1 k2 k1: Existing = %v %v %v, want false false true", res[0].Existing, res[1].Existing, res[2].Existing)
+	}
+	if res[2].Job.ID != res[0].Job.ID || res[1].Job.ID == res[0].Job.ID {
+		h.t.Errorf("batch k1 k2 k1: ids %d %d %d, want the first and last equal and the middle different", res[0].Job.ID, res[1].Job.ID, res[2].Job.ID)
+	}
+	if res[0].Job.IdempotencyKey != "k1" {
+		h.t.Errorf("idempotency_key = %q, want k1", res[0].Job.IdempotencyKey)
+	}
+	// The key still maps to the job once it has moved on; nothing about it changes.
+	c := h.mustClaimOne(driver.ClaimParams{Queues: []string{defaultQueue}, ID: res[1].Job.ID, Limit: 1, Owner: owner, LeaseDuration: leaseDuration, Now: h.at(0)})
+	before := h.snap(c.ID)
+	res2 := h.mustInsert(key("k2"), key("k3"))
+	if !res2[0].Existing || res2[0].Job.ID != c.ID || res2[1].Existing {
+		h.t.Errorf("batch k2 k3: (%d, %v) (%d, %v); want (%d, true) and a new job", res2[0].Job.ID, res2[0].Existing, res2[1].Job.ID, res2[1].Existing, c.ID)
+	}
+	if res2[0].Job.Status != lifecycle.StatusClaimed {
+		h.t.Errorf("existing job returned as %s, want it as it is now (claimed)", res2[0].Job.Status)
+	}
+	h.wantUnchanged(before, "enqueue of an existing key")
+	if all := h.listAll(driver.ListParams{Limit: 100}); len(all) != 3 {
+		h.t.Errorf("database holds %d jobs, want 3 (k1, k2, k3)", len(all))
+	}
+}

@@ -1,0 +1,212 @@
+package drivertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// jobTests cover inserting, reading, listing and deleting jobs.
+var jobTests = []suiteTest{
+	{"InsertManyRoundTrip", testInsertRoundTrip},
+	{"InsertManyEmpty", testInsertEmpty},
+	{"ListFilters", testListFilters},
+	{"ListPagination", testListPagination},
+	{"DeleteFinished", testDeleteFinished},
+}
+
+func testInsertRoundTrip(h *harness) {
+	later := h.tm(3 * time.Hour)
+	ps := []driver.InsertParams{
+		h.params(func(p *driver.InsertParams) {
+			p.Kind, p.RunAt = "kind.zero", nil
+			p.Args = json.RawMessage(`{"z":1,"a":{"nested":[1,2.5,"x",null,true]},"unicode":"héllo ✓ \u00e9","big":1e3}`)
+		}),
+		h.params(func(p *driver.InsertParams) {
+			p.Kind, p.Queue, p.Priority, p.MaxAttempts, p.Timeout = "kind.one", "q-1:x.y_z", 7, 9, 1500*time.Millisecond
+			p.RunAt, p.IdempotencyKey = &later, "key-1"
+			p.Args = json.RawMessage(` { "spaced" : [ ] } `)
+			p.Metadata = json.RawMessage(`{"trace":"abc","n":2}`)
+		}),
+		h.params(func(p *driver.InsertParams) { p.Kind, p.Args = "kind.two", nil }),
+	}
+	inputs := slices.Clone(ps)
+	res := h.mustInsert(ps...)
+	now := time.Now()
+	for i, r := range res {
+		in, j := inputs[i], r.Job
+		if err := driver.ValidateInsert(&in, driver.Limits{}); err != nil {
+			h.t.Fatal(err)
+		}
+		what := fmt.Sprintf("result %d (%s)", i, in.Kind)
+		if r.Existing {
+			h.t.Errorf("%s: Existing = true for a new job", what)
+		}
+		if j.Kind != in.Kind || j.Queue != in.Queue || j.Priority != in.Priority || j.MaxAttempts != in.MaxAttempts ||
+			j.Timeout != in.Timeout || j.IdempotencyKey != in.IdempotencyKey || j.Status != lifecycle.StatusQueued {
+			h.t.Errorf("%s: got kind %q queue %q priority %d max_attempts %d timeout %s key %q status %s; want %q %q %d %d %s %q queued",
+				what, j.Kind, j.Queue, j.Priority, j.MaxAttempts, j.Timeout, j.IdempotencyKey, j.Status,
+				in.Kind, in.Queue, in.Priority, in.MaxAttempts, in.Timeout, in.IdempotencyKey)
+		}
+		if !jsonEqual(j.Args, in.Args) {
+			h.t.Errorf("%s: args = %s, want JSON equal to %s", what, j.Args, in.Args)
+		}
+		if len(in.Metadata) > 0 && !jsonEqual(j.Metadata, in.Metadata) {
+			h.t.Errorf("%s: metadata = %s, want JSON equal to %s", what, j.Metadata, in.Metadata)
+		}
+		if d := now.Sub(j.CreatedAt); d > time.Second || d < -time.Second {
+			h.t.Errorf("%s: created_at = %s, want within a second of now (%s)", what, fmtTime(j.CreatedAt), fmtTime(now))
+		}
+		switch {
+		case in.RunAt == nil:
+			if d := now.Sub(j.RunAt); d > time.Second || d < -time.Second {
+				h.t.Errorf("%s: run_at = %s, want now when not given", what, fmtTime(j.RunAt))
+			}
+		case !j.RunAt.Equal(*in.RunAt):
+			h.t.Errorf("%s: run_at = %s, want %s", what, fmtTime(j.RunAt), fmtTime(*in.RunAt))
+		}
+		if d := diffJobs(j, h.get(j.ID)); d != "" {
+			h.t.Errorf("%s: JobGet differs from the insert result: %s", what, d)
+		}
+		if i > 0 && j.ID <= res[i-1].Job.ID {
+			h.t.Errorf("%s: id %d not above the previous result's %d; want results in input order", what, j.ID, res[i-1].Job.ID)
+		}
+	}
+}
+
+func testInsertEmpty(h *harness) {
+	res, err := h.d.JobInsertMany(h.ctx, nil)
+	if err != nil || len(res) != 0 {
+		h.t.Errorf("JobInsertMany(nil) = %v, %v; want no results and no error", res, err)
+	}
+}
+
+func testListFilters(h *harness) {
+	mk := func(q, k string) func(p *driver.InsertParams) {
+		return func(p *driver.InsertParams) { p.Queue, p.Kind = q, k }
+	}
+	a1 := h.mustEnqueue(mk("a", "k1"))
+	a2 := h.claimedJob(mk("a", "k2"))
+	b1 := h.runningJob(mk("b", "k1"))
+	b2 := h.mustEnqueue(mk("b", "k2"))
+	h.mustCancel(b2.ID, time.Second)
+	ids := func(js []*driver.Job) []int64 { return jobIDs(js) }
+	tests := []struct {
+		name string
+		p    driver.ListParams
+		want []int64 // descending id order
+	}{
+		{"all", driver.ListParams{}, []int64{b2.ID, b1.ID, a2.ID, a1.ID}},
+		{"all ascending", driver.ListParams{Ascending: true}, []int64{a1.ID, a2.ID, b1.ID, b2.ID}},
+		{"queue a", driver.ListParams{Queue: "a"}, []int64{a2.ID, a1.ID}},
+		{"kind k1", driver.ListParams{Kind: "k1"}, []int64{b1.ID, a1.ID}},
+		{"queued", driver.ListParams{Statuses: []lifecycle.Status{lifecycle.StatusQueued}}, []int64{a1.ID}},
+		{"claimed or running", driver.ListParams{Statuses: []lifecycle.Status{lifecycle.StatusClaimed, lifecycle.StatusRunning}}, []int64{b1.ID, a2.ID}},
+		{"queue b kind k2 canceled", driver.ListParams{Queue: "b", Kind: "k2", Statuses: []lifecycle.Status{lifecycle.StatusCanceled}}, []int64{b2.ID}},
+		{"queue b kind k2 queued", driver.ListParams{Queue: "b", Kind: "k2", Statuses: []lifecycle.Status{lifecycle.StatusQueued}}, nil},
+		{"unknown queue", driver.ListParams{Queue: "zzz"}, nil},
+		{"limit 2", driver.ListParams{Limit: 2}, []int64{b2.ID, b1.ID}},
+		{"after b1", driver.ListParams{AfterID: b1.ID}, []int64{a2.ID, a1.ID}},
+		{"after a2 ascending", driver.ListParams{AfterID: a2.ID, Ascending: true}, []int64{b1.ID, b2.ID}},
+	}
+	for _, tt := range tests {
+		got, err := h.d.JobList(h.ctx, tt.p)
+		if err != nil {
+			h.t.Errorf("JobList %s: %v", tt.name, err)
+			continue
+		}
+		if !slices.Equal(ids(got), tt.want) {
+			h.t.Errorf("JobList %s = %v, want %v", tt.name, ids(got), tt.want)
+		}
+	}
+}
+
+func testListPagination(h *harness) {
+	const n = 23
+	ps := make([]driver.InsertParams, n)
+	for i := range ps {
+		ps[i] = h.params(func(p *driver.InsertParams) { p.Args = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)) })
+	}
+	var want []int64
+	for _, r := range h.mustInsert(ps...) {
+		want = append(want, r.Job.ID)
+	}
+	for _, asc := range []bool{true, false} {
+		var got []int64
+		p := driver.ListParams{Limit: 5, Ascending: asc}
+		for page := 0; ; page++ {
+			if page > n {
+				h.t.Fatalf("pagination (ascending %v) does not end", asc)
+			}
+			js, err := h.d.JobList(h.ctx, p)
+			if err != nil {
+				h.t.Fatalf("JobList(%+v): %v", p, err)
+			}
+			if len(js) > 5 {
+				h.t.Errorf("JobList page of %d jobs, want at most Limit 5", len(js))
+			}
+			if len(js) == 0 {
+				break
+			}
+			got = append(got, jobIDs(js)...)
+			p.AfterID = js[len(js)-1].ID
+		}
+		w := slices.Clone(want)
+		if !asc {
+			slices.Reverse(w)
+		}
+		if !slices.Equal(got, w) {
+			h.t.Errorf("pages (ascending %v) = %v, want every job once: %v", asc, got, w)
+		}
+	}
+	if def, err := h.d.JobList(h.ctx, driver.ListParams{}); err != nil || len(def) != n {
+		h.t.Errorf("JobList default limit: %d jobs, %v; want all %d (default 100)", len(def), err, n)
+	}
+}
+
+func testDeleteFinished(h *harness) {
+	old := -3 * time.Hour
+	atOld := func(p *driver.InsertParams) { p.RunAt = h.at(old) }
+	// Finished two hours ago: succeeded, failed, canceled.
+	claimOld := func() *driver.Job {
+		j := h.mustEnqueue(atOld)
+		return h.mustClaimOne(driver.ClaimParams{Queues: []string{defaultQueue}, ID: j.ID, Limit: 1, Owner: owner,
+			LeaseDuration: leaseDuration, Now: h.at(-2 * time.Hour)})
+	}
+	s := h.mustStart(claimOld(), -2*time.Hour+time.Second)
+	h.mustComplete(s, -2*time.Hour+2*time.Second, nil)
+	f := h.mustStart(claimOld(), -2*time.Hour+time.Second)
+	h.mustFail(f, failParams(h.at(-2*time.Hour+2*time.Second), "boom", h.tm(time.Hour), true), lifecycle.StatusFailed)
+	x := h.mustEnqueue(atOld)
+	h.mustCancel(x.ID, -2*time.Hour)
+	// Finished just now, or not finished at all.
+	recent := h.runningJob(nil)
+	h.mustComplete(recent, 2*time.Second, nil)
+	keep := []*driver.Job{recent, h.mustEnqueue(atOld), h.mustStart(claimOld(), -2*time.Hour+time.Second)}
+	var snaps []snapshot
+	for _, k := range keep {
+		snaps = append(snaps, h.snap(k.ID))
+	}
+	before := h.tm(-time.Hour)
+	n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: before, Limit: 2})
+	if err != nil || n != 2 {
+		h.t.Errorf("JobDeleteFinished(limit 2) = %d, %v; want 2", n, err)
+	}
+	n, err = h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: before, Limit: 100})
+	if err != nil || n != 1 {
+		h.t.Errorf("JobDeleteFinished(the rest) = %d, %v; want 1", n, err)
+	}
+	for _, id := range []int64{s.ID, f.ID, x.ID} {
+		h.wantGone(id)
+	}
+	for _, sn := range snaps {
+		h.wantUnchanged(sn, "JobDeleteFinished")
+	}
+	if n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: before, Limit: 100}); err != nil || n != 0 {
+		h.t.Errorf("JobDeleteFinished with nothing to delete = %d, %v; want 0", n, err)
+	}
+}

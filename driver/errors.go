@@ -1,0 +1,38 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors every driver returns (wrapped with context) so callers can branch
+// with errors.Is. The root package re-exports them.
+var (
+	// ErrNotFound: no job (or other row) with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrLeaseLost: the call's attempt or lease_token is not the job's current one,
+	// or the job left the status the call expects. Nothing was changed.
+	ErrLeaseLost = errors.New("lease lost: stale attempt or lease token, or job no longer in the expected status")
+	// ErrInvalidTransition: the operation is not allowed from the job's status
+	// (for example canceling a succeeded job). Nothing was changed.
+	ErrInvalidTransition = errors.New("invalid transition")
+	// ErrInvalidArgument: bad input; always wrapped in a *ValidationError.
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// ValidationError names the field that was rejected and why.
+type ValidationError struct {
+	Field    string
+	Reason   string
+	TooLarge bool // the value exceeds a size limit (HTTP 413 rather than 400)
+}
+
+func (e *ValidationError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// Unwrap makes errors.Is(err, ErrInvalidArgument) true.
+func (e *ValidationError) Unwrap() error { return ErrInvalidArgument }
+
+// Invalid returns a *ValidationError.
+func Invalid(field, format string, a ...any) error {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, a...)}
+}

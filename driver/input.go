@@ -1,0 +1,119 @@
+package driver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits on input that both drivers store alike. PostgreSQL's integer columns
+// are 32-bit, its text and jsonb refuse NUL characters, invalid UTF-8 and lone
+// surrogates, and its numeric type refuses very long numbers; without these
+// checks such input was a 500 on PostgreSQL and accepted on SQLite.
+const (
+	MaxInt32      = math.MaxInt32 // bound of priority, attempts and other integer columns
+	maxNumberLen  = 1000          // digits of a JSON number's mantissa
+	maxNumberExp  = 1000          // magnitude of its exponent
+	replacementCh = "\uFFFD"
+)
+
+// CheckText refuses NUL characters in an identifier.
+func CheckText(field, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return Invalid(field, "contains a NUL character")
+	}
+	return nil
+}
+
+// CleanText replaces NUL characters in free text (an error message or stack), so
+// that a worker's report is never refused for what its error happened to say.
+func CleanText(s string) string { return strings.ReplaceAll(s, "\x00", replacementCh) }
+
+// CheckJSON refuses JSON values that a database cannot store as given: invalid
+// UTF-8, NUL characters, lone UTF-16 surrogates, and numbers of more than
+// maxNumberLen digits or an exponent beyond ±maxNumberExp. raw is valid JSON.
+func CheckJSON(field string, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if !utf8.Valid(raw) {
+		return Invalid(field, "is not valid UTF-8")
+	}
+	if err := checkEscapes(raw); err != nil {
+		return Invalid(field, "%v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return Invalid(field, "is not valid JSON: %v", err)
+		}
+		switch v := tok.(type) {
+		case string:
+			if strings.IndexByte(v, 0) >= 0 {
+				return Invalid(field, "contains a NUL character (\\u0000)")
+			}
+		case json.Number:
+			if !numberFits(string(v)) {
+				return Invalid(field, "has a number of more than %d digits or an exponent beyond ±%d", maxNumberLen, maxNumberExp)
+			}
+		}
+	}
+}
+
+// checkEscapes finds \u escapes of lone surrogates in valid JSON.
+func checkEscapes(raw []byte) error {
+	hex := func(i int) (int, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 32)
+		return int(n), err == nil
+	}
+	for i := 0; i < len(raw); {
+		if raw[i] != '\\' {
+			i++
+			continue
+		}
+		c, ok := hex(i)
+		if !ok {
+			i += 2 // another escape: \" \\ \/ \b \f \n \r \t
+			continue
+		}
+		switch {
+		case c >= 0xD800 && c <= 0xDBFF:
+			if lo, ok := hex(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return errors.New(`has a lone UTF-16 surrogate \u` + string(raw[i+2:i+6]))
+			}
+			i += 12
+		case c >= 0xDC00 && c <= 0xDFFF:
+			return errors.New(`has a lone UTF-16 surrogate \u` + string(raw[i+2:i+6]))
+		default:
+			i += 6
+		}
+	}
+	return nil
+}
+
+func numberFits(n string) bool {
+	mant, exp, hasExp := strings.Cut(strings.ToLower(n), "e")
+	if len(mant) > maxNumberLen {
+		return false
+	}
+	if hasExp {
+		e, err := strconv.Atoi(exp)
+		if err != nil || e > maxNumberExp || e < -maxNumberExp {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,102 @@
+package driver
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+func statusOf(s string) lifecycle.Status { return lifecycle.Status(s) }
+
+// jobJSON is the wire shape of a job, shared by the CLI's -o json and the HTTP API.
+// Every listed field is always present; absent values are null. The lease token is
+// never shown: only the holder may know it.
+type jobJSON struct {
+	ID             int64           `json:"id"`
+	Kind           string          `json:"kind"`
+	Queue          string          `json:"queue"`
+	Status         string          `json:"status"`
+	Attempt        int             `json:"attempt"`
+	Executions     int             `json:"executions"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Priority       int             `json:"priority"`
+	RunAt          time.Time       `json:"run_at"`
+	Args           json.RawMessage `json:"args"`
+	Metadata       json.RawMessage `json:"metadata"`
+	Result         json.RawMessage `json:"result"`
+	Error          *string         `json:"error"`
+	Errors         []AttemptError  `json:"errors"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	TimeoutSeconds *float64        `json:"timeout_seconds"`
+	Owner          *string         `json:"owner"`
+	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at"`
+	FinishedAt     *time.Time      `json:"finished_at"`
+	Rev            int64           `json:"rev"`
+	RetryOf        *int64          `json:"retry_of"`
+	WorkflowRunID  *int64          `json:"workflow_run_id"`
+	WorkflowNode   *string         `json:"workflow_node"`
+}
+
+// MarshalJSON writes the job's wire shape.
+func (j *Job) MarshalJSON() ([]byte, error) {
+	w := jobJSON{
+		ID: j.ID, Kind: j.Kind, Queue: j.Queue, Status: string(j.Status), Attempt: j.Attempt,
+		Executions: j.Executions, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: j.RunAt,
+		Args: j.Args, Metadata: j.Metadata, Result: j.Result, Errors: j.Errors,
+		LeaseExpiresAt: j.LeaseExpiresAt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt,
+		FinishedAt: j.FinishedAt, Rev: j.Rev, RetryOf: j.RetryOf, WorkflowRunID: j.WorkflowRunID,
+		Error: strPtr(j.Error), IdempotencyKey: strPtr(j.IdempotencyKey), Owner: strPtr(j.Owner),
+		WorkflowNode: strPtr(j.WorkflowNode),
+	}
+	if w.Args == nil {
+		w.Args = json.RawMessage("{}")
+	}
+	if w.Errors == nil {
+		w.Errors = []AttemptError{}
+	}
+	if j.Timeout > 0 {
+		s := j.Timeout.Seconds()
+		w.TimeoutSeconds = &s
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the wire shape back (for clients of the HTTP API).
+func (j *Job) UnmarshalJSON(b []byte) error {
+	var w jobJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*j = Job{
+		ID: w.ID, Kind: w.Kind, Queue: w.Queue, Attempt: w.Attempt, Executions: w.Executions,
+		MaxAttempts: w.MaxAttempts, Priority: w.Priority, RunAt: w.RunAt, Args: w.Args, Metadata: w.Metadata,
+		Errors: w.Errors, LeaseExpiresAt: w.LeaseExpiresAt, CreatedAt: w.CreatedAt, StartedAt: w.StartedAt,
+		FinishedAt: w.FinishedAt, Rev: w.Rev, RetryOf: w.RetryOf, WorkflowRunID: w.WorkflowRunID,
+	}
+	j.Status = statusOf(w.Status)
+	if string(w.Result) != "" && string(w.Result) != "null" {
+		j.Result = w.Result
+	}
+	j.Error, j.IdempotencyKey, j.Owner, j.WorkflowNode = deref(w.Error), deref(w.IdempotencyKey), deref(w.Owner), deref(w.WorkflowNode)
+	if w.TimeoutSeconds != nil {
+		j.Timeout = time.Duration(*w.TimeoutSeconds * float64(time.Second))
+	}
+	return nil
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,121 @@
+// Package pgdriver is the PostgreSQL implementation of driver.Driver, on pgx v5.
+//
+// Claims use FOR UPDATE SKIP LOCKED so any number of workers can claim
+// concurrently without blocking each other or receiving the same job. Every
+// transition is one statement whose CTE locks the row under the lifecycle guard
+// and appends the event, so a transition and its event commit together. Wake-ups
+// use LISTEN/NOTIFY on a channel named after the schema, so several Drover
+// installations in one database (or parallel tests in their own schemas) do not
+// wake each other. Tables are prefixed drover_ so they can live beside an
+// application's own tables, which is what makes enqueueing inside the
+// application's transaction possible.
+package pgdriver
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/sqlfile"
+)
+
+//go:embed queries/*.sql
+var queryFS embed.FS
+
+var queries = sqlfile.MustLoad(queryFS, "queries/*.sql")
+
+// Options tune the driver.
+type Options struct {
+	Logger *slog.Logger
+}
+
+// Driver is a driver.Driver on a pgx connection pool.
+type Driver struct {
+	pool    *pgxpool.Pool
+	owned   bool // the pool was opened by New and is closed by Close
+	channel string
+	log     *slog.Logger
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New connects to the database at url (a postgres:// URL or key=value DSN). A
+// search_path parameter in the URL selects the schema.
+func New(ctx context.Context, url string, opts Options) (*Driver, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, driver.Invalid("database_url", "cannot parse PostgreSQL URL: %s", redact(err))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	d, err := NewFromPool(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	d.owned = true
+	return d, nil
+}
+
+// NewFromPool wraps an existing pool; Close leaves the pool open.
+func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error) {
+	d := &Driver{pool: pool, log: opts.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	var schema string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	d.channel = "drover_wakeup_" + schema
+	return d, nil
+}
+
+// Pool returns the connection pool, for callers that begin their own transactions.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return "postgres" }
+
+// Ping implements driver.Driver.
+func (d *Driver) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
+
+// Close implements driver.Driver.
+func (d *Driver) Close() error {
+	if d.owned {
+		d.pool.Close()
+	}
+	return nil
+}
+
+// dbtx is what both the pool and a transaction offer.
+type dbtx interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// redact drops the password pgx may echo back from a URL.
+func redact(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "cannot parse `"); i >= 0 {
+		if j := strings.Index(s[i+14:], "`"); j >= 0 {
+			s = s[:i] + "cannot parse URL" + s[i+14+j+1:]
+		}
+	}
+	return s
+}
+
+var errNoRows = pgx.ErrNoRows
+
+func isNoRows(err error) bool { return errors.Is(err, errNoRows) }

@@ -1,0 +1,162 @@
+package pgdriver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// JobInsertMany implements driver.Driver.
+func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	res, err := d.insertMany(ctx, tx, params)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("insert jobs: commit: %w", err)
+	}
+	return res, nil
+}
+
+// JobInsertManyTx implements driver.Driver; tx must be a pgx.Tx.
+func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	ptx, ok := tx.(pgx.Tx)
+	if !ok {
+		return nil, fmt.Errorf("insert jobs: the PostgreSQL driver needs a pgx.Tx, got %T", tx)
+	}
+	if len(params) == 0 {
+		return nil, nil
+	}
+	return d.insertMany(ctx, ptx, params)
+}
+
+// insertMany inserts in one statement, then fetches the rows whose idempotency key
+// existed already, and notifies listeners; the NOTIFY is delivered on commit.
+func (d *Driver) insertMany(ctx context.Context, tx pgx.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	n := len(params)
+	var (
+		kinds, queues, keys, nodes = make([]string, n), make([]string, n), make([]*string, n), make([]*string, n)
+		args, metas                = make([]string, n), make([]*string, n)
+		prios, maxes               = make([]int32, n), make([]int32, n)
+		runAts                     = make([]*time.Time, n)
+		timeouts                   = make([]int64, n)
+		retryOf, runIDs            = make([]*int64, n), make([]*int64, n)
+	)
+	actor := "client"
+	for i, p := range params {
+		kinds[i], queues[i], args[i] = p.Kind, p.Queue, string(p.Args)
+		if p.Metadata != nil {
+			m := string(p.Metadata)
+			metas[i] = &m
+		}
+		prios[i], maxes[i], runAts[i] = int32(p.Priority), int32(p.MaxAttempts), p.RunAt
+		timeouts[i] = p.Timeout.Milliseconds()
+		if p.IdempotencyKey != "" {
+			k := p.IdempotencyKey
+			keys[i] = &k
+		}
+		if p.WorkflowNode != "" {
+			w := p.WorkflowNode
+			nodes[i] = &w
+		}
+		retryOf[i], runIDs[i] = p.RetryOf, p.WorkflowRunID
+		if p.Actor != "" && i == 0 {
+			actor = p.Actor
+		}
+	}
+	rows, err := tx.Query(ctx, queries.Get("JobInsertMany"), kinds, queues, args, metas, prios, runAts,
+		maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actor)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	inserted, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+
+	// Match results to inputs: keyed rows by key; unkeyed rows in id order, which is
+	// input order because the insert consumes its input ordered by ordinality.
+	byKey := map[string]*driver.Job{}
+	var unkeyed []*driver.Job
+	for _, j := range inserted {
+		if j.IdempotencyKey != "" {
+			byKey[j.IdempotencyKey] = j
+		} else {
+			unkeyed = append(unkeyed, j)
+		}
+	}
+	var missing []string
+	for _, p := range params {
+		if k := p.IdempotencyKey; k != "" && byKey[k] == nil {
+			missing = append(missing, k)
+		}
+	}
+	existing := map[string]*driver.Job{}
+	if len(missing) > 0 {
+		rows, err := tx.Query(ctx, queries.Get("JobGetByKeys"), missing)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: fetch existing keys: %w", err)
+		}
+		found, err := collectJobs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: fetch existing keys: %w", err)
+		}
+		for _, j := range found {
+			existing[j.IdempotencyKey] = j
+		}
+	}
+	out := make([]driver.InsertResult, n)
+	claimedKey := map[string]bool{}
+	ready := map[string]bool{}
+	now := time.Now()
+	for i, p := range params {
+		switch k := p.IdempotencyKey; {
+		case k == "":
+			if len(unkeyed) == 0 {
+				return nil, fmt.Errorf("insert jobs: database returned fewer rows than inserted")
+			}
+			out[i] = driver.InsertResult{Job: unkeyed[0]}
+			unkeyed = unkeyed[1:]
+		case byKey[k] != nil && !claimedKey[k]:
+			claimedKey[k] = true
+			out[i] = driver.InsertResult{Job: byKey[k]}
+		case byKey[k] != nil:
+			out[i] = driver.InsertResult{Job: byKey[k], Existing: true}
+		case existing[k] != nil:
+			out[i] = driver.InsertResult{Job: existing[k], Existing: true}
+		default:
+			// The conflicting row vanished between the insert and the read
+			// (deleted by retention): a retry will insert it.
+			return nil, fmt.Errorf("insert jobs: job with idempotency key %q disappeared during insert; retry", k)
+		}
+		if j := out[i].Job; !out[i].Existing && j.Status == "queued" && !j.RunAt.After(now) {
+			ready[j.Queue] = true
+		}
+	}
+	if len(ready) > 0 {
+		if _, err := tx.Exec(ctx, queries.Get("WakeupPublish"), d.channel, keysOf(ready)); err != nil {
+			return nil, fmt.Errorf("insert jobs: notify: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func keysOf(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

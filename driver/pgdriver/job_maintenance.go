@@ -1,0 +1,79 @@
+package pgdriver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// JobReapExpired implements driver.Driver.
+func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*driver.Job, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := d.pool.Query(ctx, queries.Get("JobReapExpired"), limit, nowArg(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("reap expired leases: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reap expired leases: %w", err)
+	}
+	ready := map[string]bool{}
+	for _, j := range jobs {
+		if j.Status == lifecycle.StatusQueued {
+			ready[j.Queue] = true
+		}
+	}
+	if len(ready) > 0 {
+		_ = d.WakeupPublish(ctx, keysOf(ready))
+	}
+	return jobs, nil
+}
+
+// JobDeleteFinished implements driver.Driver.
+func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var n int
+	if err := d.pool.QueryRow(ctx, queries.Get("JobDeleteFinished"), p.Before, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	}
+	return n, nil
+}
+
+// JobDLQRequeue implements driver.Driver.
+func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (*driver.Job, error) {
+	actor := p.Actor
+	if actor == "" {
+		actor = "operator"
+	}
+	rows, err := d.pool.Query(ctx, queries.Get("JobDLQRequeue"), p.ID, actor)
+	if err != nil {
+		return nil, fmt.Errorf("requeue job %d from the DLQ: %w", p.ID, err)
+	}
+	j, err := collectOne(rows)
+	if err != nil {
+		return nil, fmt.Errorf("requeue job %d from the DLQ: %w", p.ID, err)
+	}
+	if j == nil {
+		_, err := d.diagnose(ctx, d.pool, "requeue from the DLQ", p.ID, "", driver.ErrInvalidTransition)
+		return nil, fmt.Errorf("%w (only failed jobs are in the DLQ)", err)
+	}
+	_ = d.WakeupPublish(ctx, []string{j.Queue})
+	return j, nil
+}
+
+// JobDLQPurge implements driver.Driver.
+func (d *Driver) JobDLQPurge(ctx context.Context, p driver.DLQPurgeParams) (int, error) {
+	var n int
+	if err := d.pool.QueryRow(ctx, queries.Get("JobDLQPurge"), p.Queue).Scan(&n); err != nil {
+		return 0, fmt.Errorf("purge the DLQ: %w", err)
+	}
+	return n, nil
+}

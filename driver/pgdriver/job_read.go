@@ -1,0 +1,67 @@
+package pgdriver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// JobGet implements driver.Driver.
+func (d *Driver) JobGet(ctx context.Context, id int64) (*driver.Job, error) {
+	rows, err := d.pool.Query(ctx, queries.Get("JobGet"), id)
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	j, err := collectOne(rows)
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	if j == nil {
+		return nil, fmt.Errorf("job %d: %w", id, driver.ErrNotFound)
+	}
+	return j, nil
+}
+
+// JobList implements driver.Driver.
+func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Job, error) {
+	statuses := make([]string, len(p.Statuses))
+	for i, s := range p.Statuses {
+		statuses[i] = string(s)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := d.pool.Query(ctx, queries.Get("JobList"), statuses, p.Queue, p.Kind, p.AfterID, limit, p.Ascending)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobEvents implements driver.Driver.
+func (d *Driver) JobEvents(ctx context.Context, id int64) ([]lifecycle.Event, error) {
+	rows, err := d.pool.Query(ctx, queries.Get("JobEvents"), id)
+	if err != nil {
+		return nil, fmt.Errorf("events of job %d: %w", id, err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lifecycle.Event, error) {
+		var e lifecycle.Event
+		var typ, from, to string
+		err := r.Scan(&e.JobID, &e.Seq, &typ, &from, &to, &e.At, &e.Actor, &e.RequestID, &e.Attempt)
+		e.Type, e.From, e.To, e.At = lifecycle.EventType(typ), lifecycle.Status(from), lifecycle.Status(to), e.At.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events of job %d: %w", id, err)
+	}
+	return evs, nil
+}

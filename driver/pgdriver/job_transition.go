@@ -1,0 +1,363 @@
+package pgdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// defaultLease applies when a caller passes no lease duration.
+const defaultLease = 30 * time.Second
+
+func leaseOr(d time.Duration) time.Duration {
+	if d <= 0 {
+		return defaultLease
+	}
+	return d
+}
+
+// JobClaim implements driver.Driver.
+func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	if p.RequestID != "" {
+		var seen bool
+		if err := d.pool.QueryRow(ctx, queries.Get("ClaimSeen"), p.RequestID).Scan(&seen); err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		if seen {
+			rows, err := d.pool.Query(ctx, queries.Get("ClaimReplay"), p.RequestID, p.Owner)
+			if err != nil {
+				return nil, fmt.Errorf("claim: %w", err)
+			}
+			jobs, err := collectJobs(rows)
+			if err != nil {
+				return nil, fmt.Errorf("claim: %w", err)
+			}
+			for _, j := range jobs {
+				j.Replayed = true
+			}
+			return jobs, nil
+		}
+	}
+	lease := micros(leaseOr(p.LeaseDuration))
+	var rows pgx.Rows
+	var err error
+	if p.ID != 0 {
+		rows, err = d.pool.Query(ctx, queries.Get("JobClaimByID"), p.ID, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+	} else {
+		limit := p.Limit
+		if limit <= 0 {
+			limit = 1
+		}
+		// Planned with the actual values each time: a cached generic plan does not
+		// know LIMIT or the queue and chose a sequential scan plus sort of every
+		// queued row (EXPLAIN: 73 ms against 0.5 ms with 400k future jobs queued).
+		if len(p.Queues) == 1 {
+			rows, err = d.pool.Query(ctx, queries.Get("JobClaimQueue"), pgx.QueryExecModeDescribeExec,
+				p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+		} else {
+			rows, err = d.pool.Query(ctx, queries.Get("JobClaim"), pgx.QueryExecModeDescribeExec,
+				p.Queues, limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobStart implements driver.Driver.
+func (d *Driver) JobStart(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
+	return d.fenced(ctx, d.pool, "start", p, driver.ErrLeaseLost, "JobStart",
+		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), micros(p.LeaseDuration))
+}
+
+// JobUnclaim implements driver.Driver.
+func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
+	j, err := d.fenced(ctx, d.pool, "unclaim", p, driver.ErrLeaseLost, "JobUnclaim",
+		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now))
+	if err == nil && !j.Replayed {
+		_ = d.WakeupPublish(ctx, []string{j.Queue})
+	}
+	return j, err
+}
+
+// JobHeartbeat implements driver.Driver.
+func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
+	if p.RequestID != "" {
+		if j, err := d.replay(ctx, d.pool, p.ID, p.RequestID); err != nil || j != nil {
+			if err != nil {
+				return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
+			}
+			return heartbeatAnswer(j, p.Attempt), nil
+		}
+	}
+	j, err := d.fenced(ctx, d.pool, "heartbeat", p.FenceParams, driver.ErrLeaseLost, "JobHeartbeat",
+		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), micros(leaseOr(p.LeaseDuration)))
+	if errors.Is(err, driver.ErrLeaseLost) {
+		// Canceled during this attempt: tell the holder to stop rather than that it lost.
+		if cur, gerr := d.JobGet(ctx, p.ID); gerr == nil && cur.Status == lifecycle.StatusCanceled && cur.Attempt == p.Attempt {
+			return driver.HeartbeatResult{CancelRequested: true}, nil
+		}
+	}
+	if err != nil {
+		return driver.HeartbeatResult{}, err
+	}
+	return heartbeatAnswer(j, p.Attempt), nil
+}
+
+func heartbeatAnswer(j *driver.Job, attempt int) driver.HeartbeatResult {
+	r := driver.HeartbeatResult{CancelRequested: j.Status == lifecycle.StatusCanceled && j.Attempt == attempt}
+	if j.LeaseExpiresAt != nil {
+		r.LeaseExpiresAt = *j.LeaseExpiresAt
+	}
+	return r
+}
+
+// JobComplete implements driver.Driver.
+func (d *Driver) JobComplete(ctx context.Context, p driver.CompleteParams) (*driver.Job, error) {
+	return d.fenced(ctx, d.pool, "complete", p.FenceParams, driver.ErrLeaseLost, "JobComplete", completeArgs(p)...)
+}
+
+func completeArgs(p driver.CompleteParams) []any {
+	result := "null"
+	if len(p.Result) > 0 {
+		result = string(p.Result)
+	}
+	return []any{p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), result}
+}
+
+// JobCompleteMany implements driver.Driver: one transaction, one round trip for
+// the statements, each fenced on its own.
+func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompleteParams) []driver.JobOutcome {
+	out := make([]driver.JobOutcome, len(params))
+	n := len(params)
+	ids, attempts, tokens, results, reqs := make([]int64, 0, n), make([]int32, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	sent := make([]int64, n) // input position → ordinal in the statement (1-based); 0: not sent
+	var now *time.Time
+	for i, p := range params {
+		if _, err := uuid.Parse(p.LeaseToken); err != nil {
+			continue // diagnosed below; a malformed token never reaches the uuid cast
+		}
+		sent[i] = int64(len(ids) + 1)
+		a := completeArgs(p)
+		ids, attempts, tokens = append(ids, p.ID), append(attempts, int32(p.Attempt)), append(tokens, p.LeaseToken)
+		results, reqs = append(results, a[5].(string)), append(reqs, p.RequestID)
+		if p.Now != nil {
+			now = p.Now
+		}
+	}
+	done := map[int64]*driver.Job{}
+	if len(ids) > 0 {
+		// Planned with the actual ids: a generic plan cannot know how few there are.
+		rows, err := d.pool.Query(ctx, queries.Get("JobCompleteMany"), pgx.QueryExecModeDescribeExec,
+			ids, attempts, tokens, results, reqs, nowArg(now))
+		if err == nil {
+			done, err = ordinals(rows)
+		}
+		if err != nil {
+			for i, p := range params {
+				out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
+			}
+			return out
+		}
+	}
+	for i, p := range params {
+		if j := done[sent[i]]; sent[i] != 0 && j != nil {
+			out[i].Job = j
+			continue
+		}
+		out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, "complete", p.ID, p.RequestID, driver.ErrLeaseLost)
+	}
+	return out
+}
+
+// JobStartMany implements driver.Driver like JobCompleteMany.
+func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) []driver.JobOutcome {
+	args := make([][]any, len(params))
+	for i, p := range params {
+		args[i] = []any{p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), micros(p.LeaseDuration)}
+	}
+	return d.batch(ctx, "start", "JobStart", params, args)
+}
+
+// batch runs one fenced statement per job in one transaction and one round trip.
+// A guard that matches nothing rejects that job only; after commit each rejection
+// is diagnosed (replay, not found, lease lost).
+func (d *Driver) batch(ctx context.Context, op, name string, params []driver.FenceParams, args [][]any) []driver.JobOutcome {
+	out := make([]driver.JobOutcome, len(params))
+	fail := func(err error) []driver.JobOutcome {
+		for i := range out {
+			if out[i].Job == nil && out[i].Err == nil {
+				out[i].Err = err
+			}
+		}
+		return out
+	}
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("%s jobs: %w", op, err))
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	batch := &pgx.Batch{}
+	valid := make([]bool, len(params))
+	for i, p := range params {
+		if _, err := uuid.Parse(p.LeaseToken); err != nil {
+			continue
+		}
+		valid[i] = true
+		batch.Queue(queries.Get(name), args[i]...)
+	}
+	br := tx.SendBatch(ctx, batch)
+	for i := range params {
+		if !valid[i] {
+			continue
+		}
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return fail(fmt.Errorf("%s jobs: %w", op, err))
+		}
+		j, err := collectOne(rows)
+		if err != nil {
+			_ = br.Close()
+			return fail(fmt.Errorf("%s jobs: %w", op, err))
+		}
+		out[i].Job = j
+	}
+	if err := br.Close(); err != nil {
+		return fail(fmt.Errorf("%s jobs: %w", op, err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		for i := range out {
+			out[i] = driver.JobOutcome{Err: fmt.Errorf("%s jobs: commit: %w", op, err)}
+		}
+		return out
+	}
+	for i, p := range params {
+		if out[i].Job == nil {
+			out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, op, p.ID, p.RequestID, driver.ErrLeaseLost)
+		}
+	}
+	return out
+}
+
+// JobFail implements driver.Driver.
+func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
+	msg := p.Error
+	if msg == "" {
+		msg = "error"
+	}
+	return d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
+		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), p.Stack,
+		micros(p.RetryDelay))
+}
+
+// JobSnooze implements driver.Driver.
+func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
+	return d.fenced(ctx, d.pool, "snooze", p.FenceParams, driver.ErrLeaseLost, "JobSnooze",
+		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), timeOrNil(p.RunAt), micros(p.Delay))
+}
+
+// JobCancel implements driver.Driver.
+func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.Job, error) {
+	actor := p.Actor
+	if actor == "" {
+		actor = "operator"
+	}
+	rows, err := d.pool.Query(ctx, queries.Get("JobCancel"), p.ID, p.RequestID, actor, nowArg(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+	}
+	j, err := collectOne(rows)
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+	}
+	if j != nil {
+		return j, nil
+	}
+	return d.diagnose(ctx, d.pool, "cancel", p.ID, p.RequestID, driver.ErrInvalidTransition)
+}
+
+// fenced runs a guarded transition and, when its guard matched nothing, works out why.
+func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {
+	if _, err := uuid.Parse(p.LeaseToken); err != nil {
+		// Not a token we could have issued; never send it to a uuid column.
+		return d.diagnose(ctx, q, op, p.ID, p.RequestID, otherwise)
+	}
+	rows, err := q.Query(ctx, queries.Get(name), args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
+	}
+	j, err := collectOne(rows)
+	if err != nil {
+		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
+	}
+	if j != nil {
+		return j, nil
+	}
+	return d.diagnose(ctx, q, op, p.ID, p.RequestID, otherwise)
+}
+
+// diagnose explains a guard that matched nothing: a repeated request_id answers
+// with the job as it is; a missing job is ErrNotFound; anything else is otherwise.
+func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requestID string, otherwise error) (*driver.Job, error) {
+	if requestID != "" {
+		j, err := d.replay(ctx, q, id, requestID)
+		if err != nil {
+			return nil, fmt.Errorf("%s job %d: %w", op, id, err)
+		}
+		if j != nil {
+			return j, nil
+		}
+	}
+	var status string
+	var attempt int
+	err := q.QueryRow(ctx, queries.Get("JobStatus"), id).Scan(&status, &attempt)
+	if isNoRows(err) {
+		return nil, fmt.Errorf("%s job %d: %w", op, id, driver.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
+	}
+	return nil, fmt.Errorf("%s job %d (now %s, attempt %d): %w", op, id, status, attempt, otherwise)
+}
+
+// replay returns the job if its log already holds requestID, else nil.
+func (d *Driver) replay(ctx context.Context, q dbtx, id int64, requestID string) (*driver.Job, error) {
+	var seen bool
+	if err := q.QueryRow(ctx, queries.Get("EventSeen"), requestID, id).Scan(&seen); err != nil {
+		return nil, err
+	}
+	if !seen {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, queries.Get("JobGet"), id)
+	if err != nil {
+		return nil, err
+	}
+	j, err := collectOne(rows)
+	if err != nil || j == nil {
+		return nil, err
+	}
+	j.Replayed = true
+	return j, nil
+}
+
+// timeOrNil sends a zero time as NULL, so the statement falls back to a delay.
+func timeOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}

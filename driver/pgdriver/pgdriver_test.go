@@ -1,0 +1,75 @@
+package pgdriver_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/internal/testdb"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+func open(t *testing.T) *pgdriver.Driver {
+	t.Helper()
+	ctx := context.Background()
+	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestSmoke(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	res, err := d.JobInsertMany(ctx, []driver.InsertParams{
+		{Kind: "echo", Queue: "default", Args: []byte(`{"a":1}`), MaxAttempts: 3, IdempotencyKey: "k"},
+		{Kind: "echo", Queue: "default", Args: []byte(`{"a":2}`), MaxAttempts: 3},
+		{Kind: "echo", Queue: "default", Args: []byte(`{"a":3}`), MaxAttempts: 3, IdempotencyKey: "k"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Existing || res[1].Existing || !res[2].Existing || res[2].Job.ID != res[0].Job.ID {
+		t.Fatalf("idempotency: got %+v", res)
+	}
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"default"}, Limit: 10, Owner: "w1"})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("claim: %v %d", err, len(jobs))
+	}
+	j := jobs[0]
+	fp := driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken}
+	if _, err := d.JobStart(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.JobHeartbeat(ctx, driver.HeartbeatParams{FenceParams: fp}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: fp, Result: []byte(`{"ok":true}`)})
+	if err != nil || done.Status != lifecycle.StatusSucceeded {
+		t.Fatalf("complete: %v %+v", err, done)
+	}
+	if _, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: fp}); !errors.Is(err, driver.ErrLeaseLost) {
+		t.Fatalf("second complete: got %v, want ErrLeaseLost", err)
+	}
+	evs, err := d.JobEvents(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lifecycle.CheckHistory(evs); err != nil {
+		t.Fatalf("history: %v (%+v)", err, evs)
+	}
+	if len(evs) != 4 {
+		t.Fatalf("events: got %d, want 4: %+v", len(evs), evs)
+	}
+	if err := lifecycle.CheckInvariants(done.State()); err != nil {
+		t.Fatal(err)
+	}
+}

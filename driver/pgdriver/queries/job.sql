@@ -1,0 +1,449 @@
+-- Queries of the PostgreSQL driver. Each state change is one statement: a CTE locks
+-- the row under the lifecycle guard, the UPDATE repeats the guard (it is the fence),
+-- and the event insert rides in the same statement, so a transition and its event
+-- commit together or not at all. $now is coalesce(param, now()): the database clock
+-- decides unless a test injects a time.
+
+-- name: JobInsertMany
+WITH input AS (
+    SELECT * FROM unnest(
+        $1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::int[], $6::timestamptz[],
+        $7::int[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[]
+    ) WITH ORDINALITY AS t(kind, queue, args, metadata, priority, run_at, max_attempts, timeout_ms,
+                            idempotency_key, retry_of, workflow_run_id, workflow_node, ord)
+),
+ins AS (
+    INSERT INTO drover_jobs (kind, queue, status, args, metadata, priority, run_at, max_attempts,
+                             timeout_ms, idempotency_key, retry_of, workflow_run_id, workflow_node, created_at)
+    SELECT kind, queue,
+           CASE WHEN workflow_run_id IS NULL THEN 'queued' ELSE 'pending' END,
+           args, metadata, priority, coalesce(run_at, coalesce($13::timestamptz, now())), max_attempts,
+           timeout_ms, idempotency_key, retry_of, workflow_run_id, workflow_node, coalesce($13::timestamptz, now())
+    FROM input ORDER BY ord
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'enqueued', NULL, status, created_at, $14, NULL, 0 FROM ins
+)
+SELECT * FROM ins ORDER BY id;
+
+-- name: JobGetByKeys
+SELECT * FROM drover_jobs WHERE idempotency_key = ANY($1::text[]);
+
+-- name: JobGet
+SELECT * FROM drover_jobs WHERE id = $1;
+
+-- name: JobStatus
+SELECT status, attempt FROM drover_jobs WHERE id = $1;
+
+-- name: JobList
+SELECT * FROM drover_jobs
+WHERE (cardinality($1::text[]) = 0 OR status = ANY($1::text[]))
+  AND ($2::text = '' OR queue = $2)
+  AND ($3::text = '' OR kind = $3)
+  AND ($4::bigint = 0 OR (CASE WHEN $6::bool THEN id > $4 ELSE id < $4 END))
+ORDER BY CASE WHEN $6::bool THEN id END ASC, CASE WHEN NOT $6::bool THEN id END DESC
+LIMIT $5;
+
+-- name: JobEvents
+SELECT job_id, seq, type, coalesce(from_status, '') AS from_status, to_status, at, actor,
+       coalesce(request_id, '') AS request_id, attempt
+FROM drover_job_events WHERE job_id = $1 ORDER BY seq;
+
+-- name: EventSeen
+SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = $1 AND job_id = $2);
+
+-- name: ClaimSeen
+SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = $1 AND type = 'claimed');
+
+-- name: ClaimReplay
+-- The jobs a repeated claim request took the first time that its owner still holds
+-- under that claim.
+SELECT j.* FROM drover_jobs j
+JOIN drover_job_events e ON e.job_id = j.id
+WHERE e.request_id = $1 AND e.type = 'claimed'
+  AND j.owner = $2 AND j.attempt = e.attempt AND j.status IN ('claimed','running')
+ORDER BY j.priority, j.run_at, j.id;
+
+-- name: JobClaim
+WITH cand AS (
+    SELECT id, status FROM drover_jobs
+    WHERE status IN ('queued','stalled')
+      AND queue = ANY($1::text[])
+      AND run_at <= coalesce($5::timestamptz, now())
+      AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = drover_jobs.queue AND q.paused)
+    ORDER BY priority, run_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = CASE WHEN $7::bool THEN 'running' ELSE 'claimed' END,
+        attempt = attempt + 1, owner = $3, lease_token = gen_random_uuid(),
+        lease_expires_at = coalesce($5::timestamptz, now()) + $4::bigint * interval '1 microsecond',
+        executions = executions + CASE WHEN $7::bool THEN 1 ELSE 0 END,
+        started_at = CASE WHEN $7::bool THEN coalesce($5::timestamptz, now()) ELSE started_at END,
+        rev = rev + CASE WHEN $7::bool THEN 2 ELSE 1 END
+    FROM cand
+    WHERE drover_jobs.id = cand.id AND drover_jobs.status = cand.status
+    RETURNING drover_jobs.*, cand.status AS old_status
+),
+ev AS (
+    -- claimed (and, with start, started): one event per transition, seq = rev after it.
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, CASE WHEN $7::bool THEN rev - 1 ELSE rev END, 'claimed', old_status, 'claimed',
+           coalesce($5::timestamptz, now()), 'worker:' || $3, nullif($6, ''), attempt FROM j
+    UNION ALL
+    SELECT id, rev, 'started', 'claimed', 'running', coalesce($5::timestamptz, now()), 'worker:' || $3, NULL, attempt
+    FROM j WHERE $7::bool
+)
+SELECT * FROM j ORDER BY priority, run_at, id;
+
+-- name: JobClaimQueue
+-- JobClaim for one queue. A plain scan of the claim index in (priority, run_at, id)
+-- order cannot stop at run_at <= now (priority comes first), so with fewer ready
+-- jobs than LIMIT it walked every future job of the queue; per priority, run_at
+-- is a range bound. Rows locked but beyond the final LIMIT stay locked only until
+-- this statement's transaction ends.
+WITH RECURSIVE prios(p) AS (
+    -- The priorities present in the queue, by a skip scan of the claim index.
+    (SELECT priority FROM drover_jobs
+     WHERE status IN ('queued','stalled') AND queue = $1::text ORDER BY priority LIMIT 1)
+    UNION ALL
+    SELECT (SELECT priority FROM drover_jobs
+            WHERE status IN ('queued','stalled') AND queue = $1::text AND priority > prios.p
+            ORDER BY priority LIMIT 1)
+    FROM prios WHERE prios.p IS NOT NULL
+),
+cand AS (
+    -- For a fixed priority, run_at <= now bounds the index range: only ready rows
+    -- are read, however many jobs wait in the future.
+    SELECT c.id, c.status FROM prios
+    CROSS JOIN LATERAL (
+        SELECT id, status, priority, run_at FROM drover_jobs
+        WHERE status IN ('queued','stalled') AND queue = $1::text AND priority = prios.p
+          AND run_at <= coalesce($5::timestamptz, now())
+          AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = $1::text AND q.paused)
+        ORDER BY run_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ) c
+    WHERE prios.p IS NOT NULL
+    ORDER BY c.priority, c.run_at, c.id
+    LIMIT $2
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = CASE WHEN $7::bool THEN 'running' ELSE 'claimed' END,
+        attempt = attempt + 1, owner = $3, lease_token = gen_random_uuid(),
+        lease_expires_at = coalesce($5::timestamptz, now()) + $4::bigint * interval '1 microsecond',
+        executions = executions + CASE WHEN $7::bool THEN 1 ELSE 0 END,
+        started_at = CASE WHEN $7::bool THEN coalesce($5::timestamptz, now()) ELSE started_at END,
+        rev = rev + CASE WHEN $7::bool THEN 2 ELSE 1 END
+    FROM cand
+    WHERE drover_jobs.id = cand.id AND drover_jobs.status = cand.status
+    RETURNING drover_jobs.*, cand.status AS old_status
+),
+ev AS (
+    -- claimed (and, with start, started): one event per transition, seq = rev after it.
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, CASE WHEN $7::bool THEN rev - 1 ELSE rev END, 'claimed', old_status, 'claimed',
+           coalesce($5::timestamptz, now()), 'worker:' || $3, nullif($6, ''), attempt FROM j
+    UNION ALL
+    SELECT id, rev, 'started', 'claimed', 'running', coalesce($5::timestamptz, now()), 'worker:' || $3, NULL, attempt
+    FROM j WHERE $7::bool
+)
+SELECT * FROM j ORDER BY priority, run_at, id;
+
+-- name: JobClaimByID
+WITH cand AS (
+    SELECT id, status FROM drover_jobs
+    WHERE id = $1 AND status IN ('queued','stalled')
+      AND run_at <= coalesce($4::timestamptz, now())
+      AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = drover_jobs.queue AND q.paused)
+    FOR UPDATE SKIP LOCKED
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = CASE WHEN $6::bool THEN 'running' ELSE 'claimed' END,
+        attempt = attempt + 1, owner = $2, lease_token = gen_random_uuid(),
+        lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
+        executions = executions + CASE WHEN $6::bool THEN 1 ELSE 0 END,
+        started_at = CASE WHEN $6::bool THEN coalesce($4::timestamptz, now()) ELSE started_at END,
+        rev = rev + CASE WHEN $6::bool THEN 2 ELSE 1 END
+    FROM cand
+    WHERE drover_jobs.id = cand.id AND drover_jobs.status = cand.status
+    RETURNING drover_jobs.*, cand.status AS old_status
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, CASE WHEN $6::bool THEN rev - 1 ELSE rev END, 'claimed', old_status, 'claimed',
+           coalesce($4::timestamptz, now()), 'worker:' || $2, nullif($5, ''), attempt FROM j
+    UNION ALL
+    SELECT id, rev, 'started', 'claimed', 'running', coalesce($4::timestamptz, now()), 'worker:' || $2, NULL, attempt
+    FROM j WHERE $6::bool
+)
+SELECT * FROM j;
+
+-- name: JobStart
+WITH cur AS (
+    SELECT id, owner FROM drover_jobs
+    WHERE id = $1 AND status = 'claimed' AND attempt = $2 AND lease_token = $3::uuid
+    FOR UPDATE
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = 'running', executions = executions + 1, started_at = coalesce($5::timestamptz, now()),
+        lease_expires_at = CASE WHEN $6::bigint > 0
+            THEN coalesce($5::timestamptz, now()) + $6::bigint * interval '1 microsecond'
+            ELSE lease_expires_at END,
+        rev = rev + 1
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'claimed' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
+    RETURNING drover_jobs.*, cur.owner AS old_owner
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'started', 'claimed', 'running', started_at, 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+)
+SELECT * FROM j;
+
+-- name: JobUnclaim
+WITH cur AS (
+    SELECT id, owner FROM drover_jobs
+    WHERE id = $1 AND status = 'claimed' AND attempt = $2 AND lease_token = $3::uuid
+    FOR UPDATE
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = 'queued', owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'claimed' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
+    RETURNING drover_jobs.*, cur.owner AS old_owner
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'unclaimed', 'claimed', 'queued', coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+)
+SELECT * FROM j;
+
+-- name: JobHeartbeat
+-- A heartbeat extends the lease and bumps rev. It is logged only when it carries a
+-- request_id, because that log entry is what makes a repeat recognisable.
+WITH j AS (
+    UPDATE drover_jobs SET
+        lease_expires_at = coalesce($5::timestamptz, now()) + $6::bigint * interval '1 microsecond',
+        rev = rev + 1
+    WHERE id = $1 AND status IN ('claimed','running') AND attempt = $2 AND lease_token = $3::uuid
+    RETURNING *
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'heartbeat', status, status, coalesce($5::timestamptz, now()), 'worker:' || owner, $4, attempt
+    FROM j WHERE $4 <> ''
+)
+SELECT * FROM j;
+
+-- name: JobComplete
+WITH cur AS (
+    SELECT id, owner FROM drover_jobs
+    WHERE id = $1 AND status = 'running' AND attempt = $2 AND lease_token = $3::uuid
+    FOR UPDATE
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = 'succeeded', result = $6::jsonb, finished_at = coalesce($5::timestamptz, now()),
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'running' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
+    RETURNING drover_jobs.*, cur.owner AS old_owner
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+)
+SELECT * FROM j;
+
+-- name: JobFail
+-- Retry while the execution budget lasts and the error is retryable; else fail.
+-- The error joins the history either way.
+WITH cur AS (
+    SELECT id, owner, (NOT $7::bool AND executions < max_attempts) AS retry FROM drover_jobs
+    WHERE id = $1 AND status = 'running' AND attempt = $2 AND lease_token = $3::uuid
+    FOR UPDATE
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = CASE WHEN cur.retry THEN 'queued' ELSE 'failed' END,
+        run_at = CASE WHEN cur.retry
+            THEN coalesce($8::timestamptz, coalesce($5::timestamptz, now()) + $10::bigint * interval '1 microsecond')
+            ELSE run_at END,
+        error = CASE WHEN cur.retry THEN NULL ELSE $6::text END,
+        finished_at = CASE WHEN cur.retry THEN NULL ELSE coalesce($5::timestamptz, now()) END,
+        errors = errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+            'attempt', attempt, 'at', coalesce($5::timestamptz, now()), 'error', $6::text, 'stack', nullif($9::text, '')))),
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'running' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
+    RETURNING drover_jobs.*, cur.owner AS old_owner
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, CASE WHEN status = 'queued' THEN 'retried' ELSE 'failed' END, 'running', status,
+           coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+)
+SELECT * FROM j;
+
+-- name: JobSnooze
+WITH cur AS (
+    SELECT id, owner FROM drover_jobs
+    WHERE id = $1 AND status = 'running' AND attempt = $2 AND lease_token = $3::uuid
+    FOR UPDATE
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = 'queued',
+        run_at = coalesce($6::timestamptz, coalesce($5::timestamptz, now()) + $7::bigint * interval '1 microsecond'),
+        executions = executions - 1,
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'running' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
+    RETURNING drover_jobs.*, cur.owner AS old_owner
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'snoozed', 'running', 'queued', coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+)
+SELECT * FROM j;
+
+-- name: JobCancel
+WITH cur AS (
+    SELECT id, status FROM drover_jobs
+    WHERE id = $1 AND status NOT IN ('succeeded','failed','canceled','skipped')
+    FOR UPDATE
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = 'canceled', finished_at = coalesce($4::timestamptz, now()),
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.status = cur.status
+    RETURNING drover_jobs.*, cur.status AS old_status
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'canceled', old_status, 'canceled', finished_at, $3, nullif($2, ''), attempt FROM j
+)
+SELECT * FROM j;
+
+-- name: JobReapExpired
+-- Lease reaper: claimed/running past its lease → stalled → queued (or failed when a
+-- running attempt used up the budget), two events, one statement.
+WITH cur AS (
+    SELECT id, status FROM drover_jobs
+    WHERE status IN ('claimed','running') AND lease_expires_at < coalesce($2::timestamptz, now())
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = CASE WHEN cur.status = 'running' AND executions >= max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN cur.status = 'running' AND executions >= max_attempts
+            THEN 'lease expired while running; attempts exhausted' END,
+        finished_at = CASE WHEN cur.status = 'running' AND executions >= max_attempts
+            THEN coalesce($2::timestamptz, now()) END,
+        run_at = CASE WHEN cur.status = 'running' AND executions >= max_attempts
+            THEN run_at ELSE coalesce($2::timestamptz, now()) END,
+        errors = CASE WHEN cur.status = 'running' THEN errors || jsonb_build_array(jsonb_build_object(
+            'attempt', attempt, 'at', coalesce($2::timestamptz, now()),
+            'error', 'lease expired while running (worker presumed dead)')) ELSE errors END,
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 2
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.status = cur.status
+      AND drover_jobs.lease_expires_at < coalesce($2::timestamptz, now())
+    RETURNING drover_jobs.*, cur.status AS old_status
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev - 1, 'stalled', old_status, 'stalled', coalesce($2::timestamptz, now()), 'engine', NULL, attempt FROM j
+    UNION ALL
+    SELECT id, rev, CASE WHEN status = 'failed' THEN 'failed' ELSE 'requeued' END, 'stalled', status,
+           coalesce($2::timestamptz, now()), 'engine', NULL, attempt FROM j
+)
+SELECT * FROM j ORDER BY id;
+
+-- name: JobDLQRequeue
+WITH src AS (
+    SELECT * FROM drover_jobs WHERE id = $1 AND status = 'failed'
+),
+ins AS (
+    INSERT INTO drover_jobs (kind, queue, status, args, metadata, priority, run_at, max_attempts, timeout_ms, retry_of, created_at)
+    SELECT kind, queue, 'queued', args, metadata, priority, now(), max_attempts, timeout_ms, id, now() FROM src
+    RETURNING *
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'enqueued', NULL, 'queued', created_at, $2, NULL, 0 FROM ins
+)
+SELECT * FROM ins;
+
+-- name: JobDeleteFinished
+WITH d AS (
+    DELETE FROM drover_jobs WHERE id IN (
+        SELECT id FROM drover_jobs
+        WHERE status IN ('succeeded','failed','canceled','skipped') AND finished_at < $1
+        ORDER BY finished_at LIMIT $2)
+    RETURNING id
+),
+e AS (
+    DELETE FROM drover_job_events WHERE job_id IN (SELECT id FROM d)
+)
+SELECT count(*) FROM d;
+
+-- name: JobDLQPurge
+WITH d AS (
+    DELETE FROM drover_jobs WHERE status = 'failed' AND ($1::text = '' OR queue = $1)
+    RETURNING id
+),
+e AS (
+    DELETE FROM drover_job_events WHERE job_id IN (SELECT id FROM d)
+)
+SELECT count(*) FROM d;
+
+-- name: JobCompleteMany
+-- Many completions in one statement, each fenced on its own. The rows are locked
+-- by primary key in id order (so concurrent batches cannot deadlock) while their
+-- status is checked; the UPDATE then fences on (id, attempt, lease_token) under
+-- that lock. Rows whose guard fails are absent from the answer and diagnosed by
+-- the caller. A job named twice in one batch completes once, for its first mention.
+WITH input AS (
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::uuid[], $4::jsonb[], $5::text[]) WITH ORDINALITY
+        AS t(id, attempt, token, result, request_id, ord)
+),
+locked AS (
+    SELECT j.id, j.owner, j.attempt, j.lease_token FROM drover_jobs j
+    WHERE j.id = ANY($1::bigint[]) AND j.status = 'running'
+    ORDER BY j.id
+    FOR UPDATE
+),
+cur AS (
+    SELECT DISTINCT ON (l.id) l.id, l.owner, i.attempt, i.token, i.result, i.request_id, i.ord
+    FROM locked l JOIN input i ON i.id = l.id AND i.attempt = l.attempt AND i.token = l.lease_token
+    ORDER BY l.id, i.ord
+),
+j AS (
+    UPDATE drover_jobs SET
+        status = 'succeeded', result = cur.result, finished_at = coalesce($6::timestamptz, now()),
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+    FROM cur
+    WHERE drover_jobs.id = cur.id AND drover_jobs.attempt = cur.attempt AND drover_jobs.lease_token = cur.token
+    RETURNING drover_jobs.*, cur.owner AS old_owner, cur.request_id AS req, cur.ord AS ord
+),
+ev AS (
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, 'worker:' || old_owner, nullif(req, ''), attempt FROM j
+)
+SELECT * FROM j;

@@ -1,0 +1,148 @@
+package pgdriver
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// jobRow mirrors drover_jobs, plus the extra columns some statements return.
+type jobRow struct {
+	ID             int64       `db:"id"`
+	Kind           string      `db:"kind"`
+	Queue          string      `db:"queue"`
+	Status         string      `db:"status"`
+	Args           []byte      `db:"args"`
+	Metadata       []byte      `db:"metadata"`
+	Priority       int32       `db:"priority"`
+	RunAt          time.Time   `db:"run_at"`
+	Attempt        int32       `db:"attempt"`
+	Executions     int32       `db:"executions"`
+	MaxAttempts    int32       `db:"max_attempts"`
+	TimeoutMS      int64       `db:"timeout_ms"`
+	IdempotencyKey *string     `db:"idempotency_key"`
+	Owner          *string     `db:"owner"`
+	LeaseToken     pgtype.UUID `db:"lease_token"`
+	LeaseExpiresAt *time.Time  `db:"lease_expires_at"`
+	Result         []byte      `db:"result"`
+	Error          *string     `db:"error"`
+	Errors         []byte      `db:"errors"`
+	CreatedAt      time.Time   `db:"created_at"`
+	StartedAt      *time.Time  `db:"started_at"`
+	FinishedAt     *time.Time  `db:"finished_at"`
+	Rev            int64       `db:"rev"`
+	RetryOf        *int64      `db:"retry_of"`
+	WorkflowRunID  *int64      `db:"workflow_run_id"`
+	WorkflowNode   *string     `db:"workflow_node"`
+	OldStatus      *string     `db:"old_status"`
+	OldOwner       *string     `db:"old_owner"`
+	Req            *string     `db:"req"`
+	Ord            *int64      `db:"ord"`
+}
+
+// ordinals maps each returned row's input position (the ord column) to its job.
+func ordinals(rows pgx.Rows) (map[int64]*driver.Job, error) {
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[jobRow])
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]*driver.Job, len(list))
+	for i := range list {
+		j, err := list[i].job()
+		if err != nil {
+			return nil, err
+		}
+		if list[i].Ord != nil {
+			out[*list[i].Ord] = j
+		}
+	}
+	return out, nil
+}
+
+func (r *jobRow) job() (*driver.Job, error) {
+	j := &driver.Job{
+		ID: r.ID, Kind: r.Kind, Queue: r.Queue, Status: lifecycle.Status(r.Status),
+		Args: json.RawMessage(r.Args), Priority: int(r.Priority), RunAt: r.RunAt.UTC(),
+		Attempt: int(r.Attempt), Executions: int(r.Executions), MaxAttempts: int(r.MaxAttempts),
+		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, LeaseExpiresAt: utcPtr(r.LeaseExpiresAt),
+		CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+		Rev: r.Rev, RetryOf: r.RetryOf, WorkflowRunID: r.WorkflowRunID,
+	}
+	if r.Metadata != nil {
+		j.Metadata = json.RawMessage(r.Metadata)
+	}
+	if r.Result != nil {
+		j.Result = json.RawMessage(r.Result)
+	}
+	j.IdempotencyKey = deref(r.IdempotencyKey)
+	j.Owner = deref(r.Owner)
+	j.Error = deref(r.Error)
+	j.WorkflowNode = deref(r.WorkflowNode)
+	if r.LeaseToken.Valid {
+		b := r.LeaseToken.Bytes
+		j.LeaseToken = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	}
+	j.Errors = []driver.AttemptError{}
+	if len(r.Errors) > 0 {
+		if err := json.Unmarshal(r.Errors, &j.Errors); err != nil {
+			return nil, fmt.Errorf("decode errors of job %d: %w", r.ID, err)
+		}
+	}
+	return j, nil
+}
+
+func collectJobs(rows pgx.Rows) ([]*driver.Job, error) {
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[jobRow])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*driver.Job, 0, len(list))
+	for i := range list {
+		j, err := list[i].job()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// collectOne returns the single job of rows, or nil when there is none.
+func collectOne(rows pgx.Rows) (*driver.Job, error) {
+	jobs, err := collectJobs(rows)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nowArg is the optional injected time: nil lets the database clock decide.
+func nowArg(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return *t
+}
+
+func micros(d time.Duration) int64 { return d.Microseconds() }

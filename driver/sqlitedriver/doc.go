@@ -1,0 +1,27 @@
+// Package sqlitedriver is the embedded SQLite implementation of driver.Driver,
+// on the pure-Go modernc.org/sqlite, so one binary runs Drover with no server.
+//
+// Concurrency model. SQLite has one writer per database file. The driver keeps
+// one write connection (a pool of size one) and a small pool of query_only
+// readers; WAL mode lets the readers run beside the writer. Every write
+// transaction begins IMMEDIATE, taking the file's write lock at BEGIN, so a
+// transaction that reads and then writes (claim: select candidates, then update
+// them) can neither interleave with another writer nor fail half-way with
+// SQLITE_BUSY on a lock upgrade. Other processes on the same file wait for that
+// lock for up to busy_timeout (10 s). This is why claims need no SKIP LOCKED:
+// the write lock serialises claimers across goroutines and processes.
+//
+// Each transition reads the job, checks its request_id, and runs one guarded
+// UPDATE … RETURNING * whose WHERE clause is the fence (status, attempt,
+// lease_token); it then appends the event whose seq is the new rev. All of it
+// happens in one transaction under the write lock.
+//
+// Durability: synchronous=FULL, so a committed job survives a power loss.
+// Times are stored as INTEGER unix microseconds, UTC; "now" is the process clock
+// unless a params struct carries Now.
+//
+// Wake-ups are in-process only: workers in other processes find work by polling.
+//
+// Stability: the exported API (Open, Options, Driver.DB) follows the driver
+// package's stability promise; the SQL and schema are internal.
+package sqlitedriver

@@ -1,0 +1,189 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/sqlfile"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+//go:embed queries/*.sql
+var queryFS embed.FS
+
+// queries holds every runtime statement of this package, by name.
+var queries = sqlfile.MustLoad(queryFS, "queries/*.sql")
+
+var _ driver.Driver = (*Driver)(nil)
+
+// Options configures Open.
+type Options struct {
+	// Logger receives driver diagnostics. Nil discards them.
+	Logger *slog.Logger
+	// ReadConns is the size of the read-only connection pool (default 4). Writes
+	// always go through a single connection because SQLite has one writer.
+	ReadConns int
+}
+
+// Driver is the SQLite implementation of driver.Driver. It is safe for concurrent
+// use, and several processes may open the same database file.
+type Driver struct {
+	write  *sql.DB // one connection: SQLite serialises writers anyway
+	read   *sql.DB // WAL readers; the same pool as write for in-memory databases
+	logger *slog.Logger
+	wake   *broadcaster
+}
+
+// Open opens (creating if needed) the SQLite database at path, a file path such as
+// "./drover.db" or a "file:" URI. It does not migrate; call MigrateUp.
+//
+// Every connection runs with journal_mode=WAL, synchronous=FULL (a committed job
+// survives power loss), foreign_keys=on and busy_timeout=10000, and write
+// transactions begin IMMEDIATE so they hold the write lock from their first
+// statement instead of failing with SQLITE_BUSY when they upgrade.
+func Open(path string, opts Options) (*Driver, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	writeDSN, err := dsn(path, false)
+	if err != nil {
+		return nil, err
+	}
+	write := openDB(writeDSN)
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	// Ping creates the file and switches it to WAL before any reader opens it.
+	if err := write.Ping(); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %q: %w", path, err)
+	}
+
+	d := &Driver{write: write, read: write, logger: logger, wake: newBroadcaster()}
+	if isMemory(path) {
+		// Each connection to ":memory:" is its own database: share the one writer.
+		return d, nil
+	}
+	readDSN, err := dsn(path, true)
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	read := openDB(readDSN)
+	n := opts.ReadConns
+	if n <= 0 {
+		n = 4
+	}
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n)
+	d.read = read
+	return d, nil
+}
+
+// dsn adds the connection settings to path. Read connections are query_only so a
+// misrouted write fails loudly instead of contending with the writer.
+func dsn(path string, readOnly bool) (string, error) {
+	if path == "" {
+		return "", errors.New("open sqlite: empty path")
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "on")
+	q.Set("_synchronous", "FULL")
+	if readOnly {
+		q.Set("_query_only", "on")
+	} else {
+		q.Set("_journal_mode", "WAL")
+		q.Set("_txlock", "immediate")
+	}
+	params := q.Encode()
+	if strings.HasPrefix(path, "file:") {
+		if strings.Contains(path, "?") {
+			return path + "&" + params, nil
+		}
+		return path + "?" + params, nil
+	}
+	// The driver cuts a plain path at its first "?", so a "?" in the name would
+	// silently open another file.
+	if strings.ContainsAny(path, "?") {
+		return "", fmt.Errorf("open sqlite %q: a plain path must not contain '?'; use a file: URI", path)
+	}
+	return path + "?" + params, nil
+}
+
+func isMemory(path string) bool {
+	return path == ":memory:" || strings.Contains(path, "mode=memory") || strings.HasPrefix(path, "file::memory:")
+}
+
+// DB returns the write pool, on which callers begin the *sql.Tx they pass to
+// JobInsertManyTx. It has a single connection: finish the transaction promptly.
+func (d *Driver) DB() *sql.DB { return d.write }
+
+// Name returns "sqlite".
+func (d *Driver) Name() string { return "sqlite" }
+
+// Ping checks the database is reachable.
+func (d *Driver) Ping(ctx context.Context) error {
+	if err := d.write.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connection pools and every wake-up subscription.
+func (d *Driver) Close() error {
+	d.wake.close()
+	var errs []error
+	if d.read != d.write {
+		errs = append(errs, d.read.Close())
+	}
+	errs = append(errs, d.write.Close())
+	return errors.Join(errs...)
+}
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE through _txlock) and
+// commits if fn returns nil.
+func (d *Driver) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := d.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// clock returns the time a call acts at: the injected one, else the process clock.
+func clock(now *time.Time) time.Time {
+	if now != nil {
+		return now.UTC()
+	}
+	return time.Now().UTC()
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }

@@ -1,0 +1,91 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// Actors recorded in events when the call does not name one.
+const (
+	actorClient   = "client"
+	actorOperator = "operator"
+	actorEngine   = "engine"
+)
+
+// leaseActor is the actor of a claim or lease-holder transition: the worker that
+// holds the lease, as "worker:<owner>" (the same spelling as pgdriver).
+func leaseActor(owner string) string { return "worker:" + owner }
+
+// appendEvent records the transition op took from → after.Status. The event's seq
+// is after.Rev, so the event and the row's rev move together. An edge the
+// lifecycle table does not allow is a driver bug and fails the transaction.
+func appendEvent(ctx context.Context, tx *sql.Tx, op lifecycle.Op, from lifecycle.Status, after *driver.Job, at time.Time, actor, requestID string) error {
+	t, ok := lifecycle.Lookup(op, from, after.Status)
+	if !ok {
+		return fmt.Errorf("job %d: %w", after.ID, lifecycle.Check(op, from, after.Status))
+	}
+	_, err := tx.ExecContext(ctx, queries.Get("EventInsert"),
+		sql.Named("job_id", after.ID),
+		sql.Named("seq", after.Rev),
+		sql.Named("type", string(t.Event)),
+		sql.Named("from_status", nullString(string(from))),
+		sql.Named("to_status", string(after.Status)),
+		sql.Named("at", micros(at)),
+		sql.Named("actor", actor),
+		sql.Named("request_id", nullString(requestID)),
+		sql.Named("attempt", after.Attempt),
+	)
+	if err != nil {
+		return fmt.Errorf("job %d: append %s event: %w", after.ID, t.Event, err)
+	}
+	return nil
+}
+
+// requestSeen reports whether the job's log already holds requestID.
+func requestSeen(ctx context.Context, q querier, jobID int64, requestID string) (bool, error) {
+	if requestID == "" {
+		return false, nil
+	}
+	var seen bool
+	err := q.QueryRowContext(ctx, queries.Get("EventRequestSeen"),
+		sql.Named("request_id", requestID), sql.Named("job_id", jobID)).Scan(&seen)
+	if err != nil {
+		return false, fmt.Errorf("job %d: look up request_id: %w", jobID, err)
+	}
+	return seen, nil
+}
+
+// JobEvents returns the job's events ordered by seq; ErrNotFound if the job does
+// not exist (every existing job has at least its enqueue event).
+func (d *Driver) JobEvents(ctx context.Context, id int64) ([]lifecycle.Event, error) {
+	rows, err := d.read.QueryContext(ctx, queries.Get("EventList"), sql.Named("job_id", id))
+	if err != nil {
+		return nil, fmt.Errorf("events of job %d: %w", id, err)
+	}
+	defer rows.Close()
+	events := []lifecycle.Event{}
+	for rows.Next() {
+		var e lifecycle.Event
+		var typ, from, to string
+		var at int64
+		if err := rows.Scan(&e.JobID, &e.Seq, &typ, &from, &to, &at, &e.Actor, &e.RequestID, &e.Attempt); err != nil {
+			return nil, fmt.Errorf("events of job %d: %w", id, err)
+		}
+		e.Type, e.From, e.To, e.At = lifecycle.EventType(typ), lifecycle.Status(from), lifecycle.Status(to), fromMicros(at)
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("events of job %d: %w", id, err)
+	}
+	if len(events) == 0 {
+		if _, err := d.JobGet(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}

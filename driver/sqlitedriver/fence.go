@@ -1,0 +1,181 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// fenced describes one lease-holder transition: a guarded UPDATE … RETURNING *
+// whose WHERE clause names the status, attempt and lease_token the caller holds.
+type fenced struct {
+	verb  string         // for errors: "complete job 7: …"
+	query string         // name of the statement in queries/lease.sql
+	ops   []lifecycle.Op // the operations the statement may perform, to name the event
+	args  []any          // statement arguments besides id, attempt, lease_token and now
+}
+
+// applyFenced runs f inside tx. It reads the job first (the transaction holds the
+// write lock, so the read is exact) to tell a missing job from a lost lease, to
+// answer a repeated request_id, and to know the owner and status the event
+// records after the UPDATE has cleared them.
+func applyFenced(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fenced) (*driver.Job, error) {
+	now := clock(p.Now)
+	var status, owner string
+	err := tx.QueryRowContext(ctx, queries.Get("JobStatusOwner"), sql.Named("id", p.ID)).Scan(&status, &owner)
+	if err == sql.ErrNoRows {
+		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, driver.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err)
+	}
+	if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID); err != nil {
+		return nil, err
+	} else if seen {
+		before, err := mustGetJob(ctx, tx, f.verb, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		before.Replayed = true
+		return before, nil
+	}
+	return applyFencedFrom(ctx, tx, p, f, lifecycle.Status(status), owner, now)
+}
+
+// applyFencedFrom runs f's guarded UPDATE on a row known to be in status from,
+// held by owner, and appends its event.
+func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fenced, from lifecycle.Status, owner string, now time.Time) (*driver.Job, error) {
+	args := append([]any{
+		sql.Named("id", p.ID),
+		sql.Named("attempt", p.Attempt),
+		sql.Named("lease_token", p.LeaseToken),
+		sql.Named("now", micros(now)),
+	}, f.args...)
+	after, err := queryJob(ctx, tx, queries.Get(f.query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err)
+	}
+	if after == nil {
+		return nil, fmt.Errorf("%s job %d (attempt %d): %w", f.verb, p.ID, p.Attempt, driver.ErrLeaseLost)
+	}
+	op := f.ops[0]
+	for _, o := range f.ops {
+		if _, ok := lifecycle.Lookup(o, from, after.Status); ok {
+			op = o
+			break
+		}
+	}
+	if err := appendEvent(ctx, tx, op, from, after, now, leaseActor(owner), p.RequestID); err != nil {
+		return nil, err
+	}
+	return after, nil
+}
+
+// fence runs one lease-holder transition in its own write transaction.
+func (d *Driver) fence(ctx context.Context, p driver.FenceParams, f fenced) (*driver.Job, error) {
+	var j *driver.Job
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		j, err = applyFenced(ctx, tx, p, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// JobStart moves claimed → running: executions+1, started_at = now, and the lease
+// extended to now + LeaseDuration when that is positive.
+func (d *Driver) JobStart(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
+	return d.fence(ctx, p, fenced{
+		verb:  "start",
+		query: "JobStart",
+		ops:   []lifecycle.Op{lifecycle.OpStart},
+		args:  []any{sql.Named("lease_us", p.LeaseDuration.Microseconds())},
+	})
+}
+
+// JobUnclaim moves claimed → queued, clearing the lease; run_at and executions
+// are unchanged, and the job's queue gets a wake-up.
+func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
+	j, err := d.fence(ctx, p, fenced{
+		verb:  "unclaim",
+		query: "JobUnclaim",
+		ops:   []lifecycle.Op{lifecycle.OpUnclaim},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !j.Replayed {
+		d.wake.publish([]string{j.Queue})
+	}
+	return j, nil
+}
+
+// JobHeartbeat extends the lease of a claimed or running job to now +
+// LeaseDuration. It bumps rev and records no event unless it carries a
+// RequestID, which is logged so that a repeat is recognised. If the job was
+// canceled during this attempt it answers CancelRequested = true without error.
+func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
+	now := clock(p.Now)
+	var res driver.HeartbeatResult
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		before, err := mustGetJob(ctx, tx, "heartbeat", p.ID)
+		if err != nil {
+			return err
+		}
+		canceled := before.Status == lifecycle.StatusCanceled && before.Attempt == p.Attempt
+		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID); err != nil {
+			return err
+		} else if seen {
+			if before.LeaseExpiresAt != nil {
+				res.LeaseExpiresAt = *before.LeaseExpiresAt
+			}
+			res.CancelRequested = canceled
+			return nil
+		}
+		after, err := queryJob(ctx, tx, queries.Get("JobHeartbeat"),
+			sql.Named("id", p.ID),
+			sql.Named("attempt", p.Attempt),
+			sql.Named("lease_token", p.LeaseToken),
+			sql.Named("now", micros(now)),
+			sql.Named("lease_us", heartbeatLease(p.LeaseDuration).Microseconds()),
+		)
+		switch {
+		case err != nil:
+			return fmt.Errorf("heartbeat job %d: %w", p.ID, err)
+		case after == nil && canceled:
+			res.CancelRequested = true
+			return nil
+		case after == nil:
+			return fmt.Errorf("heartbeat job %d (attempt %d): %w", p.ID, p.Attempt, driver.ErrLeaseLost)
+		}
+		if p.RequestID != "" {
+			if err := appendEvent(ctx, tx, lifecycle.OpHeartbeat, before.Status, after, now, leaseActor(before.Owner), p.RequestID); err != nil {
+				return err
+			}
+		}
+		if after.LeaseExpiresAt != nil {
+			res.LeaseExpiresAt = *after.LeaseExpiresAt
+		}
+		return nil
+	})
+	if err != nil {
+		return driver.HeartbeatResult{}, err
+	}
+	return res, nil
+}
+
+// heartbeatLease is the extension a heartbeat asks for; 0 means the default 30s
+// (as in pgdriver), since a heartbeat that extends nothing protects nothing.
+func heartbeatLease(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 30 * time.Second
+	}
+	return d
+}

@@ -1,0 +1,58 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// JobCancel moves any non-terminal job to canceled, clearing its lease; a running
+// handler learns of it at its next heartbeat. A terminal job gives
+// ErrInvalidTransition, a missing one ErrNotFound.
+func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.Job, error) {
+	now := clock(p.Now)
+	actor := p.Actor
+	if actor == "" {
+		actor = actorOperator
+	}
+	var j *driver.Job
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		before, err := mustGetJob(ctx, tx, "cancel", p.ID)
+		if err != nil {
+			return err
+		}
+		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID); err != nil {
+			return err
+		} else if seen {
+			before.Replayed = true
+			j = before
+			return nil
+		}
+		if before.Status.Terminal() {
+			return fmt.Errorf("cancel job %d: job is %s: %w", p.ID, before.Status, driver.ErrInvalidTransition)
+		}
+		after, err := queryJob(ctx, tx, queries.Get("JobCancel"),
+			sql.Named("id", p.ID),
+			sql.Named("from_status", string(before.Status)),
+			sql.Named("now", micros(now)),
+		)
+		if err != nil {
+			return fmt.Errorf("cancel job %d: %w", p.ID, err)
+		}
+		if after == nil {
+			return fmt.Errorf("cancel job %d: %w", p.ID, driver.ErrInvalidTransition)
+		}
+		if err := appendEvent(ctx, tx, lifecycle.OpCancel, before.Status, after, now, actor, p.RequestID); err != nil {
+			return err
+		}
+		j = after
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}

@@ -1,0 +1,173 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// JobClaim moves up to Limit (default 1) claimable jobs of Queues to claimed
+// under fresh leases, in claim order (priority, run_at, id); with ID set, only
+// that job (whatever its queue) and only if it is claimable. It returns an empty
+// slice, not an error, when nothing is claimable.
+//
+// SQLite has a single writer and the transaction begins IMMEDIATE, so selecting
+// the candidates and updating them cannot interleave with another claimer, in
+// this process or another: no SKIP LOCKED is needed.
+func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	if p.Owner == "" {
+		return nil, fmt.Errorf("claim: %w", driver.Invalid("owner", "must not be empty"))
+	}
+	if p.LeaseDuration <= 0 {
+		return nil, fmt.Errorf("claim: %w", driver.Invalid("lease_duration", "%s, must be positive", p.LeaseDuration))
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1
+	}
+	now := clock(p.Now)
+	expires := micros(now.Add(p.LeaseDuration))
+	jobs := []*driver.Job{}
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		if p.RequestID != "" {
+			replay, ok, err := claimReplay(ctx, tx, p)
+			if err != nil || ok {
+				jobs = replay
+				return err
+			}
+		}
+		cands, err := claimCandidates(ctx, tx, p, now, limit)
+		if err != nil {
+			return err
+		}
+		for _, c := range cands {
+			j, err := queryJob(ctx, tx, queries.Get("ClaimJob"),
+				sql.Named("id", c.id),
+				sql.Named("from_status", c.status),
+				sql.Named("owner", p.Owner),
+				sql.Named("lease_token", uuid.NewString()),
+				sql.Named("lease_expires_at", expires),
+			)
+			if err != nil {
+				return fmt.Errorf("claim job %d: %w", c.id, err)
+			}
+			if j == nil {
+				continue // cannot happen under the write lock; skip rather than fail the batch
+			}
+			if err := appendEvent(ctx, tx, lifecycle.OpClaim, lifecycle.Status(c.status), j, now, leaseActor(p.Owner), p.RequestID); err != nil {
+				return err
+			}
+			if p.Start {
+				// Claim and start in one transaction: two transitions, two events.
+				// The row was just claimed in this transaction: no need to read it again.
+				f := driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, Now: &now}
+				if j, err = applyFencedFrom(ctx, tx, f, fenced{
+					verb: "start", query: "JobStart", ops: []lifecycle.Op{lifecycle.OpStart},
+					args: []any{sql.Named("lease_us", int64(0))},
+				}, lifecycle.StatusClaimed, p.Owner, now); err != nil {
+					return err
+				}
+			}
+			jobs = append(jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// claimReplay answers a repeated claim request: ok is true if requestID claimed
+// jobs before, and jobs are those whose lease from that claim Owner still holds.
+func claimReplay(ctx context.Context, tx *sql.Tx, p driver.ClaimParams) (jobs []*driver.Job, ok bool, err error) {
+	if err := tx.QueryRowContext(ctx, queries.Get("ClaimRequestSeen"), sql.Named("request_id", p.RequestID)).Scan(&ok); err != nil {
+		return nil, false, fmt.Errorf("claim: look up request_id: %w", err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	jobs, err = queryJobs(ctx, tx, queries.Get("ClaimReplay"), sql.Named("request_id", p.RequestID), sql.Named("owner", p.Owner))
+	if err != nil {
+		return nil, false, fmt.Errorf("claim: replay request_id: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*driver.Job{}
+	}
+	for _, j := range jobs {
+		j.Replayed = true
+	}
+	return jobs, true, nil
+}
+
+// candidate is a claimable job found before the claim updates it.
+type candidate struct {
+	id       int64
+	status   string
+	priority int64
+	runAt    int64
+}
+
+// claimCandidates returns up to limit claimable jobs in claim order. It asks
+// each queue separately, so each query walks the claim index and stops at limit,
+// and merges the answers.
+func claimCandidates(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, now time.Time, limit int) ([]candidate, error) {
+	if p.ID != 0 {
+		return scanCandidates(ctx, tx, queries.Get("ClaimCandidateByID"), sql.Named("id", p.ID), sql.Named("now", micros(now)))
+	}
+	var all []candidate
+	seen := map[string]bool{}
+	for _, q := range p.Queues {
+		if seen[q] {
+			continue
+		}
+		seen[q] = true
+		cs, err := scanCandidates(ctx, tx, queries.Get("ClaimCandidatesInQueue"),
+			sql.Named("queue", q), sql.Named("now", micros(now)), sql.Named("limit", limit))
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, cs...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.priority != b.priority {
+			return a.priority < b.priority
+		}
+		if a.runAt != b.runAt {
+			return a.runAt < b.runAt
+		}
+		return a.id < b.id
+	})
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+func scanCandidates(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]candidate, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: select jobs: %w", err)
+	}
+	defer rows.Close()
+	var cs []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.id, &c.status, &c.priority, &c.runAt); err != nil {
+			return nil, fmt.Errorf("claim: select jobs: %w", err)
+		}
+		cs = append(cs, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: select jobs: %w", err)
+	}
+	return cs, nil
+}

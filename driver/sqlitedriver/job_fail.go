@@ -1,0 +1,83 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// unknownError stands in for an empty error message: a failed job must carry an
+// error (lifecycle invariant), and "" would read as none.
+const unknownError = "unknown error"
+
+// JobFail records the failed execution in the error history and, in the same
+// guarded UPDATE, retries the job at RetryAt or now + RetryDelay (running → queued, event "retried")
+// while !Permanent and executions < max_attempts, else fails it (running →
+// failed with error = Error, event "failed").
+func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
+	now := clock(p.Now)
+	msg := p.Error
+	if msg == "" {
+		msg = unknownError
+	}
+	entry, err := errorEntry(p.Attempt, now, msg, p.Stack)
+	if err != nil {
+		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
+	}
+	retryAt := p.RetryAt
+	if retryAt.IsZero() {
+		retryAt = now.Add(p.RetryDelay)
+	}
+	j, err := d.fence(ctx, p.FenceParams, fenced{
+		verb:  "fail",
+		query: "JobFail",
+		ops:   []lifecycle.Op{lifecycle.OpRetry, lifecycle.OpFail},
+		args: []any{
+			sql.Named("permanent", p.Permanent),
+			sql.Named("retry_at", micros(retryAt)),
+			sql.Named("error", msg),
+			sql.Named("error_entry", entry),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !j.Replayed && j.Status == lifecycle.StatusQueued && !j.RunAt.After(now) {
+		d.wake.publish([]string{j.Queue})
+	}
+	return j, nil
+}
+
+// JobSnooze moves running → queued at RunAt (now + Delay if zero) and gives the execution back
+// (executions-1), so a snooze does not use up max_attempts.
+func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
+	now := clock(p.Now)
+	runAt := p.RunAt
+	if runAt.IsZero() {
+		runAt = now.Add(p.Delay)
+	}
+	j, err := d.fence(ctx, p.FenceParams, fenced{
+		verb:  "snooze",
+		query: "JobSnooze",
+		ops:   []lifecycle.Op{lifecycle.OpSnooze},
+		args:  []any{sql.Named("run_at", micros(runAt))},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !j.Replayed && !j.RunAt.After(now) {
+		d.wake.publish([]string{j.Queue})
+	}
+	return j, nil
+}
+
+// errorEntry is one element of the errors JSON array.
+func errorEntry(attempt int, at time.Time, msg, stack string) (string, error) {
+	b, err := json.Marshal(driver.AttemptError{Attempt: attempt, At: at.UTC(), Error: msg, Stack: stack})
+	return string(b), err
+}

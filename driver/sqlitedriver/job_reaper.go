@@ -1,0 +1,105 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// Messages the reaper records.
+const (
+	stalledRunningError = "lease expired while running (worker presumed dead)"
+	stalledFailedError  = "lease expired while running; attempts exhausted"
+)
+
+// JobReapExpired is the lease reaper: up to Limit (default 1000) claimed or
+// running jobs whose lease_expires_at < now go to stalled and, in the same
+// transaction, back to queued at now, or to failed when a running attempt used
+// up the execution budget. A stalled running attempt is recorded in the error
+// history, since its handler may have done part of its work. Returns the jobs as
+// they end up; their queues get a wake-up.
+func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*driver.Job, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	now := clock(p.Now)
+	reaped := []*driver.Job{}
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		expired, err := queryJobs(ctx, tx, queries.Get("ReapCandidates"), sql.Named("now", micros(now)), sql.Named("limit", limit))
+		if err != nil {
+			return fmt.Errorf("reap: select expired leases: %w", err)
+		}
+		for _, j := range expired {
+			r, err := reapOne(ctx, tx, j, now)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				reaped = append(reaped, r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var queues []string
+	seen := map[string]bool{}
+	for _, j := range reaped {
+		if j.Status == lifecycle.StatusQueued && !seen[j.Queue] {
+			seen[j.Queue] = true
+			queues = append(queues, j.Queue)
+		}
+	}
+	d.wake.publish(queues)
+	return reaped, nil
+}
+
+func reapOne(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (*driver.Job, error) {
+	wasRunning := j.Status == lifecycle.StatusRunning
+	var entry any // NULL: a claimed job never started, so nothing ran to record
+	if wasRunning {
+		e, err := errorEntry(j.Attempt, now, stalledRunningError, "")
+		if err != nil {
+			return nil, err
+		}
+		entry = e
+	}
+	stalled, err := queryJob(ctx, tx, queries.Get("ReapStall"),
+		sql.Named("id", j.ID),
+		sql.Named("from_status", string(j.Status)),
+		sql.Named("attempt", j.Attempt),
+		sql.Named("lease_token", j.LeaseToken),
+		sql.Named("now", micros(now)),
+		sql.Named("error_entry", entry),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("reap job %d: stall: %w", j.ID, err)
+	}
+	if stalled == nil {
+		return nil, nil // cannot happen under the write lock
+	}
+	if err := appendEvent(ctx, tx, lifecycle.OpStall, j.Status, stalled, now, actorEngine, ""); err != nil {
+		return nil, err
+	}
+	query, args := "ReapRequeue", []any{sql.Named("id", j.ID), sql.Named("now", micros(now))}
+	if wasRunning && stalled.Executions >= stalled.MaxAttempts {
+		query, args = "ReapFail", append(args, sql.Named("error", stalledFailedError))
+	}
+	after, err := queryJob(ctx, tx, queries.Get(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("reap job %d: %w", j.ID, err)
+	}
+	if after == nil {
+		return nil, fmt.Errorf("reap job %d: stalled row vanished", j.ID)
+	}
+	if err := appendEvent(ctx, tx, lifecycle.OpRequeue, lifecycle.StatusStalled, after, now, actorEngine, ""); err != nil {
+		return nil, err
+	}
+	return after, nil
+}

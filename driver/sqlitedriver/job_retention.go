@@ -1,0 +1,120 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// JobDeleteFinished deletes up to Limit (default 1000) terminal jobs finished
+// before Before, with their events. Returns how many jobs were deleted.
+func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var n int
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		ids, err := selectIDs(ctx, tx, queries.Get("FinishedBefore"), sql.Named("before", micros(p.Before)), sql.Named("limit", limit))
+		if err != nil {
+			return fmt.Errorf("delete finished jobs: %w", err)
+		}
+		n, err = deleteJobs(ctx, tx, ids)
+		return err
+	})
+	return n, err
+}
+
+// JobDLQRequeue enqueues a new queued job copying the failed job's kind, args,
+// queue, priority, max_attempts, timeout and metadata, with retry_of = ID and no
+// idempotency key. The failed row stays as the record.
+func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (*driver.Job, error) {
+	now := time.Now().UTC()
+	actor := p.Actor
+	if actor == "" {
+		actor = actorOperator
+	}
+	var res driver.InsertResult
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		old, err := mustGetJob(ctx, tx, "requeue", p.ID)
+		if err != nil {
+			return err
+		}
+		if old.Status != lifecycle.StatusFailed {
+			return fmt.Errorf("requeue job %d from the dead-letter queue: job is %s, not failed: %w", p.ID, old.Status, driver.ErrInvalidTransition)
+		}
+		retryOf := old.ID
+		res, err = insertOne(ctx, tx, &driver.InsertParams{
+			Kind:        old.Kind,
+			Args:        old.Args,
+			Queue:       old.Queue,
+			Priority:    old.Priority,
+			MaxAttempts: old.MaxAttempts,
+			Timeout:     old.Timeout,
+			Metadata:    old.Metadata,
+			RetryOf:     &retryOf,
+			Actor:       actor,
+		}, now)
+		if err != nil {
+			return fmt.Errorf("requeue job %d from the dead-letter queue: %w", p.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.wake.publish([]string{res.Job.Queue})
+	return res.Job, nil
+}
+
+// JobDLQPurge deletes failed jobs (of Queue only, when set) with their events.
+func (d *Driver) JobDLQPurge(ctx context.Context, p driver.DLQPurgeParams) (int, error) {
+	var n int
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		ids, err := selectIDs(ctx, tx, queries.Get("FailedJobs"), sql.Named("queue", p.Queue))
+		if err != nil {
+			return fmt.Errorf("purge dead-letter queue: %w", err)
+		}
+		n, err = deleteJobs(ctx, tx, ids)
+		return err
+	})
+	return n, err
+}
+
+func selectIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// deleteJobs deletes jobs and their events (events have no foreign key).
+func deleteJobs(ctx context.Context, tx *sql.Tx, ids []int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	list := sql.Named("ids", jsonList(ids))
+	if _, err := tx.ExecContext(ctx, queries.Get("EventsDelete"), list); err != nil {
+		return 0, fmt.Errorf("delete events: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, queries.Get("JobsDelete"), list)
+	if err != nil {
+		return 0, fmt.Errorf("delete jobs: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}

@@ -1,0 +1,42 @@
+-- Reads and inserts of drover_jobs. Times are unix microseconds (UTC).
+
+-- name: JobGet
+SELECT * FROM drover_jobs WHERE id = :id;
+
+-- name: JobStatusOwner
+-- What a transition needs to know of the row before it: cheaper than decoding it.
+SELECT status, coalesce(owner, '') FROM drover_jobs WHERE id = :id;
+
+-- name: JobGetByIdempotencyKey
+SELECT * FROM drover_jobs WHERE idempotency_key = :idempotency_key;
+
+-- name: JobInsert
+-- A duplicate idempotency key inserts nothing and returns no row; the caller then
+-- reads the existing job. The conflict target repeats the partial index's WHERE.
+INSERT INTO drover_jobs (
+    kind, queue, status, args, metadata, priority, run_at, max_attempts, timeout_ms,
+    idempotency_key, created_at, retry_of, workflow_run_id, workflow_node
+) VALUES (
+    :kind, :queue, :status, :args, :metadata, :priority, :run_at, :max_attempts, :timeout_ms,
+    :idempotency_key, :now, :retry_of, :workflow_run_id, :workflow_node
+)
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
+
+-- name: JobListDesc
+SELECT * FROM drover_jobs
+WHERE (json_array_length(:statuses) = 0 OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:queue = '' OR queue = :queue)
+  AND (:kind = '' OR kind = :kind)
+  AND (:after_id = 0 OR id < :after_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: JobListAsc
+SELECT * FROM drover_jobs
+WHERE (json_array_length(:statuses) = 0 OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:queue = '' OR queue = :queue)
+  AND (:kind = '' OR kind = :kind)
+  AND (:after_id = 0 OR id > :after_id)
+ORDER BY id ASC
+LIMIT :limit;

@@ -1,0 +1,20 @@
+-- Retention and the dead-letter queue. Events have no foreign key to their job,
+-- so every delete of jobs deletes their events explicitly.
+
+-- name: FinishedBefore
+SELECT id FROM drover_jobs
+WHERE status IN ('succeeded', 'failed', 'canceled', 'skipped')
+  AND finished_at < :before
+ORDER BY finished_at, id
+LIMIT :limit;
+
+-- name: FailedJobs
+SELECT id FROM drover_jobs
+WHERE status = 'failed' AND (:queue = '' OR queue = :queue)
+ORDER BY id;
+
+-- name: EventsDelete
+DELETE FROM drover_job_events WHERE job_id IN (SELECT value FROM json_each(:ids));
+
+-- name: JobsDelete
+DELETE FROM drover_jobs WHERE id IN (SELECT value FROM json_each(:ids));

@@ -1,0 +1,312 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// openTest opens a fresh, migrated driver on its own file in t.TempDir().
+func openTest(t *testing.T) *Driver {
+	t.Helper()
+	d, err := Open(filepath.Join(t.TempDir(), "drover.db"), Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.MigrateUp(context.Background()); err != nil {
+		t.Fatalf("MigrateUp: %v", err)
+	}
+	return d
+}
+
+func params(queue string) driver.InsertParams {
+	return driver.InsertParams{Kind: "email.send", Queue: queue, Args: json.RawMessage(`{"to":"a@b"}`), MaxAttempts: 3}
+}
+
+func TestOpenMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "drover.db")
+	d, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer d.Close()
+
+	st, err := d.MigrateStatus(ctx)
+	if err != nil {
+		t.Fatalf("MigrateStatus before: %v", err)
+	}
+	if st.Current != 0 || st.Dirty || len(st.Available) == 0 || st.Available[0] != 1 {
+		t.Fatalf("MigrateStatus before = %+v, want current 0, not dirty, available from 1", st)
+	}
+
+	// Concurrent migrators on the same file, as two processes starting together:
+	// a second driver on the same path plus two goroutines on this one.
+	d2, err := Open("file:"+path, Options{})
+	if err != nil {
+		t.Fatalf("Open file: URI: %v", err)
+	}
+	defer d2.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for _, m := range []*Driver{d, d, d2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- m.MigrateUp(ctx)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent MigrateUp: %v", err)
+		}
+	}
+
+	st, err = d.MigrateStatus(ctx)
+	if err != nil {
+		t.Fatalf("MigrateStatus after: %v", err)
+	}
+	last := st.Available[len(st.Available)-1]
+	if st.Current != last || st.Dirty {
+		t.Fatalf("MigrateStatus after = %+v, want current %d, not dirty", st, last)
+	}
+	if err := d.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if d.Name() != "sqlite" {
+		t.Fatalf("Name() = %q, want sqlite", d.Name())
+	}
+
+	// Every connection of both pools runs with the durability settings.
+	for name, db := range map[string]*sql.DB{"write": d.write, "read": d.read} {
+		for pragma, want := range map[string]string{
+			"journal_mode": "wal", "synchronous": "2", "busy_timeout": "10000", "foreign_keys": "1",
+		} {
+			var got string
+			if err := db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil {
+				t.Fatalf("%s pool: PRAGMA %s: %v", name, pragma, err)
+			}
+			if got != want {
+				t.Errorf("%s pool: PRAGMA %s = %s, want %s", name, pragma, got, want)
+			}
+		}
+	}
+	if _, err := d.read.ExecContext(ctx, "DELETE FROM drover_jobs"); err == nil {
+		t.Error("the read pool accepted a write; want query_only")
+	}
+}
+
+func TestOpenMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := Open(":memory:", Options{})
+	if err != nil {
+		t.Fatalf("Open(:memory:): %v", err)
+	}
+	defer d.Close()
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatalf("MigrateUp: %v", err)
+	}
+	res, err := d.JobInsertMany(ctx, []driver.InsertParams{params("mem")})
+	if err != nil {
+		t.Fatalf("JobInsertMany: %v", err)
+	}
+	// Reads must see the one in-memory database the writer holds.
+	if _, err := d.JobGet(ctx, res[0].Job.ID); err != nil {
+		t.Fatalf("JobGet: %v", err)
+	}
+}
+
+func TestOpenRejectsQuestionMarkInPlainPath(t *testing.T) {
+	t.Parallel()
+	if _, err := Open(filepath.Join(t.TempDir(), "a?b.db"), Options{}); err == nil {
+		t.Fatal("Open of a plain path with '?' succeeded, want an error")
+	}
+}
+
+func TestHappyPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := openTest(t)
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	at := func(off time.Duration) *time.Time { x := t0.Add(off); return &x }
+
+	wake, err := d.WakeupSubscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := params("mail")
+	p.RunAt = at(-time.Second)
+	res, err := d.JobInsertMany(ctx, []driver.InsertParams{p})
+	if err != nil {
+		t.Fatalf("JobInsertMany: %v", err)
+	}
+	j := res[0].Job
+	if res[0].Existing || j.Status != lifecycle.StatusQueued || j.Rev != 1 || j.Errors == nil {
+		t.Fatalf("inserted job = %+v existing %v, want queued rev 1 with empty errors", j, res[0].Existing)
+	}
+	if q := <-wake; q != "mail" {
+		t.Fatalf("wake-up = %q, want mail", q)
+	}
+
+	ready, err := d.QueuesReady(ctx, at(0))
+	if err != nil || len(ready) != 1 || ready[0] != "mail" {
+		t.Fatalf("QueuesReady = %v, %v; want [mail]", ready, err)
+	}
+
+	claimed, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"mail"}, Owner: "w1", LeaseDuration: time.Minute, Now: at(0)})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("JobClaim = %v, %v; want one job", claimed, err)
+	}
+	c := claimed[0]
+	if c.Status != lifecycle.StatusClaimed || c.Attempt != 1 || c.Owner != "w1" || !c.LeaseExpiresAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("claimed job = %+v", c)
+	}
+	if more, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"mail"}, Owner: "w2", LeaseDuration: time.Minute, Now: at(0)}); err != nil || len(more) != 0 {
+		t.Fatalf("second JobClaim = %v, %v; want nothing", more, err)
+	}
+
+	fp := driver.FenceParams{ID: c.ID, Attempt: c.Attempt, LeaseToken: c.LeaseToken, Now: at(time.Second), LeaseDuration: time.Minute}
+	started, err := d.JobStart(ctx, fp)
+	if err != nil || started.Status != lifecycle.StatusRunning || started.Executions != 1 {
+		t.Fatalf("JobStart = %+v, %v", started, err)
+	}
+	hb, err := d.JobHeartbeat(ctx, driver.HeartbeatParams{FenceParams: driver.FenceParams{ID: c.ID, Attempt: c.Attempt, LeaseToken: c.LeaseToken, Now: at(2 * time.Second), LeaseDuration: time.Minute}})
+	if err != nil || hb.CancelRequested || !hb.LeaseExpiresAt.Equal(t0.Add(62*time.Second)) {
+		t.Fatalf("JobHeartbeat = %+v, %v", hb, err)
+	}
+
+	stale := fp
+	stale.LeaseToken = "00000000-0000-4000-8000-000000000000"
+	if _, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: stale}); !errors.Is(err, driver.ErrLeaseLost) {
+		t.Fatalf("JobComplete with a stale token: err = %v, want ErrLeaseLost", err)
+	}
+
+	fp.Now, fp.RequestID = at(3*time.Second), "req-1"
+	done, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: fp, Result: json.RawMessage(`{"ok":true}`)})
+	if err != nil || done.Status != lifecycle.StatusSucceeded || string(done.Result) != `{"ok":true}` || done.Owner != "" || done.LeaseExpiresAt != nil {
+		t.Fatalf("JobComplete = %+v, %v", done, err)
+	}
+	again, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: fp})
+	if err != nil || !again.Replayed || again.Rev != done.Rev {
+		t.Fatalf("repeated JobComplete = %+v, %v; want the same job replayed", again, err)
+	}
+	if err := lifecycle.CheckInvariants(done.State()); err != nil {
+		t.Fatalf("invariants: %v", err)
+	}
+
+	events, err := d.JobEvents(ctx, j.ID)
+	if err != nil {
+		t.Fatalf("JobEvents: %v", err)
+	}
+	want := []struct {
+		typ      lifecycle.EventType
+		from, to lifecycle.Status
+		seq      int64
+		actor    string
+	}{
+		{lifecycle.EventEnqueued, "", lifecycle.StatusQueued, 1, "client"},
+		{lifecycle.EventClaimed, lifecycle.StatusQueued, lifecycle.StatusClaimed, 2, "worker:w1"},
+		{lifecycle.EventStarted, lifecycle.StatusClaimed, lifecycle.StatusRunning, 3, "worker:w1"},
+		// seq 4 was the heartbeat: it bumps rev without an event.
+		{lifecycle.EventSucceeded, lifecycle.StatusRunning, lifecycle.StatusSucceeded, 5, "worker:w1"},
+	}
+	if len(events) != len(want) {
+		t.Fatalf("got %d events %+v, want %d", len(events), events, len(want))
+	}
+	for i, w := range want {
+		e := events[i]
+		if e.Type != w.typ || e.From != w.from || e.To != w.to || e.Seq != w.seq || e.Actor != w.actor {
+			t.Errorf("event %d = %s %q→%s seq %d actor %q, want %s %q→%s seq %d actor %q",
+				i, e.Type, e.From, e.To, e.Seq, e.Actor, w.typ, w.from, w.to, w.seq, w.actor)
+		}
+	}
+	if events[3].RequestID != "req-1" || !events[3].At.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("succeeded event = %+v, want request_id req-1 at t0+3s", events[3])
+	}
+	if err := lifecycle.CheckHistory(events); err != nil {
+		t.Errorf("CheckHistory: %v", err)
+	}
+}
+
+func TestInsertManyTx(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := openTest(t)
+
+	insertInTx := func(key string, commit bool) int64 {
+		t.Helper()
+		tx, err := d.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatalf("BeginTx: %v", err)
+		}
+		p := params("tx")
+		p.IdempotencyKey = key
+		res, err := d.JobInsertManyTx(ctx, tx, []driver.InsertParams{p})
+		if err != nil {
+			tx.Rollback()
+			t.Fatalf("JobInsertManyTx: %v", err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatalf("end tx: %v", err)
+		}
+		return res[0].Job.ID
+	}
+
+	committed := insertInTx("kept", true)
+	if j, err := d.JobGet(ctx, committed); err != nil || j.IdempotencyKey != "kept" {
+		t.Fatalf("JobGet(committed) = %+v, %v", j, err)
+	}
+	rolledBack := insertInTx("dropped", false)
+	if _, err := d.JobGet(ctx, rolledBack); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("JobGet(rolled back) err = %v, want ErrNotFound", err)
+	}
+	if _, err := d.JobEvents(ctx, rolledBack); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("JobEvents(rolled back) err = %v, want ErrNotFound", err)
+	}
+	// The rolled-back key is free again; the committed one is taken.
+	if id := insertInTx("dropped", true); id == committed {
+		t.Fatalf("re-insert of a rolled-back key returned the committed job")
+	}
+	res, err := d.JobInsertMany(ctx, []driver.InsertParams{func() driver.InsertParams { p := params("tx"); p.IdempotencyKey = "kept"; return p }()})
+	if err != nil || !res[0].Existing || res[0].Job.ID != committed {
+		t.Fatalf("insert of a committed key = %+v, %v; want the existing job %d", res, err, committed)
+	}
+
+	if _, err := d.JobInsertManyTx(ctx, "not a tx", nil); err == nil {
+		t.Fatal("JobInsertManyTx with a string succeeded, want an error naming the type")
+	}
+}
+
+func TestInsertManyDuplicateKeysInBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := openTest(t)
+	a, b := params("q"), params("q")
+	a.IdempotencyKey, b.IdempotencyKey = "same", "same"
+	b.Priority = 5
+	res, err := d.JobInsertMany(ctx, []driver.InsertParams{a, b})
+	if err != nil {
+		t.Fatalf("JobInsertMany: %v", err)
+	}
+	if res[0].Existing || !res[1].Existing || res[0].Job.ID != res[1].Job.ID || res[1].Job.Priority != 0 {
+		t.Fatalf("results = %+v %+v, want the first job twice, the second marked Existing", res[0], res[1])
+	}
+}

@@ -1,0 +1,59 @@
+package sqlitedriver
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+)
+
+// TestStatementCache: a cached statement reused while its rows are still open gets
+// a fresh statement (the open rows are not reset), and multi-statement scripts run
+// whole rather than being prepared (which would run only their first statement).
+func TestStatementCache(t *testing.T) {
+	ctx := context.Background()
+	db := openDB("file:" + filepath.Join(t.TempDir(), "c.db"))
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2);"); err != nil {
+		t.Fatal(err)
+	}
+	var count int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&count); err != nil || count != 2 {
+		t.Fatalf("multi-statement script: count = %d, %v; want 2 (every statement ran)", count, err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	const q = "SELECT n FROM t ORDER BY n"
+	outer, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for outer.Next() {
+		var n int
+		if err := outer.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, n)
+		// The same text again while outer is open must not disturb outer.
+		var inner int
+		if err := tx.QueryRowContext(ctx, q).Scan(&inner); err != nil || inner != 1 {
+			t.Fatalf("inner query while outer rows are open: %d, %v", inner, err)
+		}
+	}
+	if err := outer.Err(); err != nil {
+		t.Fatal(err)
+	}
+	outer.Close()
+	if len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("outer rows = %v, want [1 2]", got)
+	}
+	for i := 0; i < 3; i++ { // reused after close
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM t WHERE n > ?", 0).Scan(&count); err != nil || count != 2 {
+			t.Fatalf("cached statement reuse %d: %d, %v", i, count, err)
+		}
+	}
+}

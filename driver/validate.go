@@ -1,0 +1,131 @@
+package driver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// DefaultMaxPayloadBytes bounds args and metadata unless Limits says otherwise.
+const DefaultMaxPayloadBytes = 1 << 20
+
+// MaxIdempotencyKeyLen bounds idempotency keys.
+const MaxIdempotencyKeyLen = 255
+
+// Limits are the configurable bounds of ValidateInsert.
+type Limits struct {
+	MaxPayloadBytes int // args + metadata; 0: DefaultMaxPayloadBytes
+}
+
+// ValidateName checks a kind or queue name: 1–128 letters, digits or "._-:".
+func ValidateName(field, s string) error {
+	if s == "" {
+		return Invalid(field, "must not be empty")
+	}
+	if len(s) > 128 {
+		return Invalid(field, "%d characters, at most 128 allowed", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '-' || c == ':'
+		if !ok {
+			return Invalid(field, "%q has character %q at %d; use letters, digits and ._-:", s, c, i)
+		}
+	}
+	return nil
+}
+
+// ValidateInsert checks p and fills in what a driver needs: args {} when empty.
+// It does not fill in queue or max_attempts; the caller's defaults do.
+func ValidateInsert(p *InsertParams, lim Limits) error {
+	if err := ValidateName("kind", p.Kind); err != nil {
+		return err
+	}
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	max := lim.MaxPayloadBytes
+	if max <= 0 {
+		max = DefaultMaxPayloadBytes
+	}
+	if len(bytes.TrimSpace(p.Args)) == 0 {
+		p.Args = json.RawMessage("{}")
+	}
+	if err := validateObject("args", p.Args); err != nil {
+		return err
+	}
+	if len(p.Metadata) > 0 {
+		if err := validateObject("metadata", p.Metadata); err != nil {
+			return err
+		}
+	}
+	if n := len(p.Args) + len(p.Metadata); n > max {
+		return &ValidationError{Field: "args", Reason: fmt.Sprintf("payload is %d bytes, the limit is %d", n, max), TooLarge: true}
+	}
+	if p.Priority < 0 {
+		return Invalid("priority", "%d is negative; 0 is the highest priority", p.Priority)
+	}
+	if p.Priority > MaxInt32 {
+		return Invalid("priority", "%d, at most %d", p.Priority, MaxInt32)
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxInt32 {
+		return Invalid("max_attempts", "%d, must be 1 to %d", p.MaxAttempts, MaxInt32)
+	}
+	if p.Timeout < 0 {
+		return Invalid("timeout", "%s is negative", p.Timeout)
+	}
+	if p.Timeout > 0 && p.Timeout < time.Millisecond {
+		return Invalid("timeout", "%s is below the 1ms resolution", p.Timeout)
+	}
+	if len(p.IdempotencyKey) > MaxIdempotencyKeyLen {
+		return Invalid("idempotency_key", "%d bytes, at most %d allowed", len(p.IdempotencyKey), MaxIdempotencyKeyLen)
+	}
+	if !utf8.ValidString(p.IdempotencyKey) || bytes.IndexByte([]byte(p.IdempotencyKey), 0) >= 0 {
+		return Invalid("idempotency_key", "must be UTF-8 text without NUL bytes")
+	}
+	if p.RunAt != nil && (p.RunAt.Year() < 1970 || p.RunAt.Year() > 9999) {
+		return Invalid("run_at", "%s is out of range", p.RunAt.Format(time.RFC3339))
+	}
+	if p.WorkflowRunID == nil && p.WorkflowNode != "" {
+		return Invalid("workflow_node", "set without workflow_run_id")
+	}
+	return nil
+}
+
+// validateObject requires a JSON object without NUL characters (PostgreSQL's jsonb
+// rejects \u0000, so both drivers refuse it alike).
+func validateObject(field string, raw json.RawMessage) error {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return Invalid(field, "must be a JSON object, got %s", describeJSON(t))
+	}
+	if !json.Valid(t) {
+		return Invalid(field, "is not valid JSON")
+	}
+	// What PostgreSQL's jsonb cannot store (NUL, lone surrogates, invalid UTF-8,
+	// huge numbers) is refused on both drivers alike.
+	return CheckJSON(field, t)
+}
+
+func describeJSON(t []byte) string {
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	if t[0] == '-' || t[0] >= '0' && t[0] <= '9' {
+		return "a number"
+	}
+	return fmt.Sprintf("%.20q", t)
+}
