@@ -1,0 +1,228 @@
+package drover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/driver/sqlitedriver"
+	"github.com/drover-dev/drover/lifecycle"
+	"github.com/drover-dev/drover/wakeup"
+)
+
+// Config configures a Client.
+type Config struct {
+	Logger             *slog.Logger
+	DefaultMaxAttempts int // 0: DefaultMaxAttempts
+	MaxPayloadBytes    int // args + metadata; 0: 1 MiB
+	// Wakeups, when set, gets a pointer for every job enqueued ready to run, so
+	// workers subscribed to the transport claim it at once. Losing a pointer loses
+	// no job: workers poll and the engine's reconciler republishes.
+	Wakeups wakeup.Transport
+}
+
+// Client enqueues and inspects jobs. It is safe for concurrent use.
+type Client struct {
+	drv driver.Driver
+	cfg Config
+	log *slog.Logger
+}
+
+// NewClient returns a Client over drv. cfg may be nil.
+func NewClient(drv driver.Driver, cfg *Config) (*Client, error) {
+	if drv == nil {
+		return nil, errors.New("drover: NewClient needs a driver")
+	}
+	c := &Client{drv: drv}
+	if cfg != nil {
+		c.cfg = *cfg
+	}
+	if c.cfg.DefaultMaxAttempts == 0 {
+		c.cfg.DefaultMaxAttempts = DefaultMaxAttempts
+	}
+	if c.cfg.DefaultMaxAttempts < 0 {
+		return nil, driver.Invalid("default_max_attempts", "%d is negative", c.cfg.DefaultMaxAttempts)
+	}
+	c.log = c.cfg.Logger
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Open connects to a database by URL: a postgres:// (or postgresql://) URL selects
+// PostgreSQL, anything else is a SQLite file path (sqlite:// and file: prefixes
+// allowed). It does not migrate; call MigrateUp on the result.
+func Open(ctx context.Context, url string, logger *slog.Logger) (driver.Driver, error) {
+	url = strings.TrimSpace(url)
+	switch {
+	case url == "":
+		return nil, driver.Invalid("database_url", "is empty; use a postgres:// URL or a SQLite file path")
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return pgdriver.New(ctx, url, pgdriver.Options{Logger: logger})
+	case strings.Contains(url, "://") && !strings.HasPrefix(url, "sqlite://"):
+		scheme, _, _ := strings.Cut(url, "://")
+		return nil, driver.Invalid("database_url", "unsupported scheme %q; use postgres:// or a SQLite file path", scheme)
+	}
+	path := strings.TrimPrefix(url, "sqlite://")
+	return sqlitedriver.Open(path, sqlitedriver.Options{Logger: logger})
+}
+
+// Driver returns the client's driver.
+func (c *Client) Driver() driver.Driver { return c.drv }
+
+// Enqueue adds one job of kind with args (a JSON object: a struct, a map, or raw
+// JSON bytes). With an idempotency key seen before, it returns the earlier job and
+// Existing = true instead of adding one.
+func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
+	res, err := c.EnqueueMany(ctx, []EnqueueParams{{Kind: kind, Args: args, Opts: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return &res[0], nil
+}
+
+// EnqueueMany adds jobs in one transaction and one statement. Nothing is added if
+// any job is invalid.
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
+	ips, err := c.prepare(params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.drv.JobInsertMany(ctx, ips)
+	if err != nil {
+		return nil, err
+	}
+	c.publish(ctx, res)
+	return results(res), nil
+}
+
+// EnqueueTx adds a job inside the caller's transaction — a pgx.Tx for PostgreSQL, a
+// *sql.Tx from the SQLite driver's DB() — so the job exists if and only if that
+// transaction commits.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
+	res, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{{Kind: kind, Args: args, Opts: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return &res[0], nil
+}
+
+// EnqueueManyTx is EnqueueMany inside the caller's transaction.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx any, params []EnqueueParams) ([]EnqueueResult, error) {
+	ips, err := c.prepare(params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.drv.JobInsertManyTx(ctx, tx, ips)
+	if err != nil {
+		return nil, err
+	}
+	// The pointers may arrive before the caller commits; a claim then finds
+	// nothing and acks them, and polling (or PostgreSQL's NOTIFY, which is
+	// transactional) wakes a worker once the jobs are visible.
+	c.publish(ctx, res)
+	return results(res), nil
+}
+
+// publish sends a wake-up pointer per new job that is ready now. A failure is
+// logged, not returned: the jobs are stored, and wake-ups are only hints.
+func (c *Client) publish(ctx context.Context, res []driver.InsertResult) {
+	if c.cfg.Wakeups == nil {
+		return
+	}
+	now := time.Now()
+	var ps []wakeup.Pointer
+	for _, r := range res {
+		if j := r.Job; !r.Existing && j.Status == lifecycle.StatusQueued && !j.RunAt.After(now) {
+			ps = append(ps, wakeup.Pointer{Queue: j.Queue, JobID: j.ID})
+		}
+	}
+	if len(ps) == 0 {
+		return
+	}
+	if err := c.cfg.Wakeups.Publish(ctx, ps); err != nil {
+		c.log.Warn("publishing wake-ups failed; workers will find the jobs by polling", "err", err)
+	}
+}
+
+func (c *Client) prepare(params []EnqueueParams) ([]driver.InsertParams, error) {
+	if len(params) == 0 {
+		return nil, driver.Invalid("jobs", "nothing to enqueue")
+	}
+	ips := make([]driver.InsertParams, len(params))
+	for i, p := range params {
+		ip, err := c.insertParams(p)
+		if err != nil {
+			if len(params) > 1 {
+				return nil, fmt.Errorf("job %d: %w", i, err)
+			}
+			return nil, err
+		}
+		ips[i] = ip
+	}
+	return ips, nil
+}
+
+func results(res []driver.InsertResult) []EnqueueResult {
+	out := make([]EnqueueResult, len(res))
+	for i, r := range res {
+		out[i] = EnqueueResult{Job: r.Job, Existing: r.Existing}
+	}
+	return out
+}
+
+// Get returns a job by id, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, id int64) (*Job, error) { return c.drv.JobGet(ctx, id) }
+
+// List returns jobs matching p, newest first unless p.Ascending.
+func (c *Client) List(ctx context.Context, p ListParams) ([]*Job, error) {
+	return c.drv.JobList(ctx, p)
+}
+
+// Events returns a job's transition log.
+func (c *Client) Events(ctx context.Context, id int64) ([]lifecycle.Event, error) {
+	return c.drv.JobEvents(ctx, id)
+}
+
+// Cancel cancels a job that has not finished. A running handler sees its context
+// canceled at its next heartbeat. A finished job gives ErrInvalidTransition.
+func (c *Client) Cancel(ctx context.Context, id int64) (*Job, error) {
+	return c.drv.JobCancel(ctx, driver.CancelParams{ID: id, Actor: "operator"})
+}
+
+// DLQList lists failed jobs (the dead-letter queue) with their error history.
+func (c *Client) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*Job, error) {
+	return c.drv.JobList(ctx, driver.ListParams{
+		Statuses: []lifecycle.Status{lifecycle.StatusFailed}, Queue: queue, AfterID: afterID, Limit: limit,
+	})
+}
+
+// DLQRequeue enqueues a new job copying failed job id, with RetryOf = id. The
+// failed job stays as the record.
+func (c *Client) DLQRequeue(ctx context.Context, id int64) (*Job, error) {
+	return c.drv.JobDLQRequeue(ctx, driver.DLQRequeueParams{ID: id, Actor: "operator"})
+}
+
+// DLQPurge deletes failed jobs, of one queue or ("") all; it returns how many.
+func (c *Client) DLQPurge(ctx context.Context, queue string) (int, error) {
+	return c.drv.JobDLQPurge(ctx, driver.DLQPurgeParams{Queue: queue})
+}
+
+// Queues lists queues with their job counts per status.
+func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) { return c.drv.QueueList(ctx) }
+
+// PauseQueue stops workers from claiming jobs of the queue.
+func (c *Client) PauseQueue(ctx context.Context, name string) error {
+	return c.drv.QueuePause(ctx, name)
+}
+
+// ResumeQueue lets workers claim from the queue again.
+func (c *Client) ResumeQueue(ctx context.Context, name string) error {
+	return c.drv.QueueResume(ctx, name)
+}

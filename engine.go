@@ -1,0 +1,64 @@
+package drover
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/drover-dev/drover/internal/maintenance"
+	"github.com/drover-dev/drover/wakeup"
+)
+
+// EngineConfig configures the maintenance engine. Zero values take defaults.
+type EngineConfig struct {
+	ID                string        // candidate id [host-pid-random]
+	LeaderTTL         time.Duration // leadership lease; a successor takes over within ~TTL of a crash [15s]
+	ReapInterval      time.Duration // lease reaper period [1s]
+	ReconcileInterval time.Duration // wake-up reconciler period [1s]
+	Retention         time.Duration // age after which finished jobs are deleted; negative: never [7 days]
+	Logger            *slog.Logger
+	OnLeader          func(leading bool) // called when leadership is won or lost
+	// Wakeups, when set, also gets the reconciler's queue-level pointers, so a
+	// pointer that a transport lost, or a job whose run_at arrived, is noticed
+	// within ReconcileInterval.
+	Wakeups wakeup.Transport
+}
+
+// Engine runs the maintenance loops — lease reaper, retention, wake-up reconciler —
+// in exactly one of any number of processes, elected through a lease row.
+type Engine struct{ e *maintenance.Engine }
+
+// NewEngine returns an engine over the client's database.
+func NewEngine(c *Client, cfg *EngineConfig) *Engine {
+	if cfg == nil {
+		cfg = &EngineConfig{}
+	}
+	id := cfg.ID
+	if id == "" {
+		id = defaultWorkerID()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = c.log
+	}
+	mc := maintenance.Config{
+		ID: id, LeaderTTL: cfg.LeaderTTL, ReapInterval: cfg.ReapInterval, ReconcileInterval: cfg.ReconcileInterval,
+		Retention: cfg.Retention, Logger: log, OnLeader: cfg.OnLeader,
+	}
+	if t := cfg.Wakeups; t != nil {
+		mc.Publish = func(ctx context.Context, queues []string) error {
+			ps := make([]wakeup.Pointer, len(queues))
+			for i, q := range queues {
+				ps[i] = wakeup.Pointer{Queue: q}
+			}
+			return t.Publish(ctx, ps)
+		}
+	}
+	return &Engine{maintenance.New(c.drv, mc)}
+}
+
+// Run runs until ctx ends, then resigns leadership.
+func (e *Engine) Run(ctx context.Context) { e.e.Run(ctx) }
+
+// IsLeader reports whether this engine leads now.
+func (e *Engine) IsLeader() bool { return e.e.IsLeader() }

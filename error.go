@@ -1,0 +1,61 @@
+package drover
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// Errors callers branch on with errors.Is.
+var (
+	ErrNotFound          = driver.ErrNotFound
+	ErrLeaseLost         = driver.ErrLeaseLost
+	ErrInvalidTransition = driver.ErrInvalidTransition
+	ErrInvalidArgument   = driver.ErrInvalidArgument
+)
+
+// ValidationError names the rejected field and the reason.
+type ValidationError = driver.ValidationError
+
+// ErrNoHandler is returned (and recorded on the job) when a worker has no handler
+// for a job's kind. The job is retried under its retry policy, never dropped.
+var ErrNoHandler = errors.New("no handler")
+
+// permanentError marks an error that must not be retried.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that the job fails at once, straight to the DLQ, whatever
+// attempts remain.
+func Permanent(err error) error {
+	if err == nil {
+		err = errors.New("failed permanently")
+	}
+	return &permanentError{err}
+}
+
+// snoozeError asks for the job to run again later without using an attempt.
+type snoozeError struct{ d time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.d) }
+
+// Snooze, returned by a handler, puts the job back in the queue to run after d.
+// A snooze does not count against max_attempts.
+func Snooze(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return &snoozeError{d}
+}
+
+// PanicError is the error recorded for a handler that panicked; the job is retried.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }

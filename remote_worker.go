@@ -1,0 +1,126 @@
+package drover
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// RemoteConfig says how a remote worker reaches a Drover server.
+type RemoteConfig struct {
+	// URL is the server's base URL, e.g. http://127.0.0.1:7420 (required).
+	URL string
+	// Token, when set, is sent as "Authorization: Bearer <Token>" (a worker or admin token).
+	Token string
+	// HTTPClient makes the requests [a client without an overall timeout: every
+	// call bounds its own time]. Its Timeout, if set, must exceed WaitSeconds.
+	HTTPClient *http.Client
+	// WaitSeconds is how long a claim may wait on the server when nothing is
+	// ready (long-poll); Stop ends a waiting claim at once. Negative: no
+	// long-poll, claim every PollInterval instead. [20]
+	WaitSeconds int
+}
+
+// DefaultWaitSeconds is the long-poll of a remote worker's claims.
+const DefaultWaitSeconds = 20
+
+// ErrUnauthorized is matched (errors.Is) by a server's 401 or 403 answer: the
+// token is missing, wrong, or not allowed on that endpoint.
+var ErrUnauthorized = errors.New("not authorized by the server; check the token")
+
+// RemoteError is a non-2xx answer of a Drover server, with the server's code and
+// message. errors.Is matches ErrLeaseLost for 409, ErrNotFound for 404,
+// ErrUnauthorized for 401 and 403, and ErrInvalidArgument for 400.
+type RemoteError struct {
+	Method, Path string
+	Status       int    // HTTP status
+	Code         string // the server's error code, e.g. "lease_lost"
+	Message      string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("%s %s: server answered %d %s: %s", e.Method, e.Path, e.Status, e.Code, e.Message)
+}
+
+func (e *RemoteError) Unwrap() error {
+	switch e.Status {
+	case http.StatusConflict:
+		return ErrLeaseLost
+	case http.StatusNotFound:
+		return ErrNotFound
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ErrUnauthorized
+	case http.StatusBadRequest:
+		return ErrInvalidArgument
+	}
+	return nil
+}
+
+// NewRemoteWorker returns a Worker that needs no database: it claims, heartbeats
+// and reports through a Drover server's worker protocol (/internal/task-claim,
+// /internal/heartbeat, /internal/task-complete). Handlers, Permanent, Snooze,
+// panics, timeouts, operator cancels and Stop behave as with NewWorker, except:
+//   - the server decides retries and their backoff: WorkerConfig.Backoff and
+//     WithBackoff are not used;
+//   - the server sets the lease: keep WorkerConfig.LeaseDuration equal to it
+//     (both default to 30s), since heartbeats and report retries are paced by it;
+//   - a claim hands out running jobs, so Stop has none to give back: a job
+//     received while stopping runs like any other.
+func NewRemoteWorker(cfg RemoteConfig, wcfg *WorkerConfig) (*Worker, error) {
+	if wcfg == nil || wcfg.Workers == nil {
+		return nil, errors.New("drover: NewRemoteWorker needs a config with Workers")
+	}
+	base, err := serverURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	wait := time.Duration(cfg.WaitSeconds) * time.Second
+	if cfg.WaitSeconds == 0 {
+		wait = DefaultWaitSeconds * time.Second
+	}
+	wait = max(wait, 0)
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	if hc.Timeout > 0 && hc.Timeout <= wait {
+		return nil, driver.Invalid("http_client", "timeout %s must be longer than the claim long-poll (%s); raise it or lower WaitSeconds", hc.Timeout, wait)
+	}
+	w, err := newWorker(wcfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	if w.cfg.ClaimBatch > maxRemoteClaim {
+		w.cfg.ClaimBatch = maxRemoteClaim
+	}
+	w.be = &httpBackend{base: base, token: cfg.Token, hc: hc, wait: wait, w: w}
+	return w, nil
+}
+
+// serverURL checks the server's base URL and returns it without a trailing slash.
+func serverURL(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", driver.Invalid("server", "URL is empty; give the Drover server's URL, e.g. http://127.0.0.1:7420")
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", driver.Invalid("server", "URL %q does not parse: %v", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", driver.Invalid("server", "URL %q: scheme must be http or https", raw)
+	case u.Host == "":
+		return "", driver.Invalid("server", "URL %q has no host", raw)
+	case u.RawQuery != "" || u.Fragment != "":
+		return "", driver.Invalid("server", "URL %q: give the base URL, without a query or fragment", raw)
+	case u.User != nil:
+		return "", driver.Invalid("server", "URL %q: pass credentials as a token, not in the URL", u.Redacted())
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}

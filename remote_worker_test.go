@@ -1,0 +1,630 @@
+package drover_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/server"
+)
+
+// serverLease is the lease the test servers give; remote workers in these tests
+// use the same LeaseDuration (fastWorkerConfig).
+const serverLease = 2 * time.Second
+
+// testServer is the real HTTP API on a loopback port over a fresh database.
+type testServer struct {
+	c      *drover.Client // of the same database, to enqueue and inspect
+	url    string
+	claims atomic.Int64 // task-claim requests in flight (long-polls)
+}
+
+// startServer starts a server over a fresh database of kind. Unless cfg says
+// otherwise, its lease is serverLease and it retries at once.
+func startServer(t *testing.T, kind string, cfg server.Config) *testServer {
+	t.Helper()
+	ts := &testServer{c: newClient(t, kind, nil)}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = serverLease
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = func(int) time.Duration { return 0 }
+	}
+	s := server.New(ts.c, cfg)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/internal/task-claim" {
+			ts.claims.Add(1)
+			defer ts.claims.Add(-1)
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	ts.url = hs.URL
+	return ts
+}
+
+// newRemoteWorker builds a remote worker or fails the test.
+func newRemoteWorker(t *testing.T, rc drover.RemoteConfig, cfg *drover.WorkerConfig) *drover.Worker {
+	t.Helper()
+	w, err := drover.NewRemoteWorker(rc, cfg)
+	if err != nil {
+		t.Fatalf("NewRemoteWorker: %v", err)
+	}
+	return w
+}
+
+// startRemoteWorker starts a remote worker and stops it (gracefully, bounded) at
+// cleanup, before the server closes.
+func startRemoteWorker(t *testing.T, rc drover.RemoteConfig, cfg *drover.WorkerConfig) *drover.Worker {
+	t.Helper()
+	w := newRemoteWorker(t, rc, cfg)
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Errorf("Stop at cleanup: %v", err)
+		}
+	})
+	return w
+}
+
+// logBuffer collects a worker's log lines, safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+
+// waitFor polls cond until it holds, failing the test after waitTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
+		}
+		<-tick.C
+	}
+}
+
+func TestNewRemoteWorkerValidation(t *testing.T) {
+	ws := drover.NewWorkers()
+	for _, tc := range []struct {
+		name, url string
+		hc        *http.Client
+		wantField string
+	}{
+		{"empty", "", nil, "server"},
+		{"blank", "   ", nil, "server"},
+		{"no scheme", "127.0.0.1:7420", nil, "server"},
+		{"wrong scheme", "ftp://127.0.0.1:7420", nil, "server"},
+		{"no host", "http://", nil, "server"},
+		{"query", "http://127.0.0.1:7420/?x=1", nil, "server"},
+		{"credentials", "http://user:pw@127.0.0.1:7420", nil, "server"},
+		{"client timeout shorter than the long-poll", "http://127.0.0.1:7420", &http.Client{Timeout: 5 * time.Second}, "http_client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: tc.url, HTTPClient: tc.hc}, &drover.WorkerConfig{Workers: ws})
+			wantInvalid(t, err, tc.wantField)
+		})
+	}
+	if _, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: "http://127.0.0.1:7420"}, nil); err == nil {
+		t.Error("NewRemoteWorker with a nil worker config: got no error, want one")
+	}
+	for _, ok := range []string{"http://127.0.0.1:7420", "https://drover.example.com/api/", " http://localhost:1 "} {
+		if _, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: ok}, &drover.WorkerConfig{Workers: ws}); err != nil {
+			t.Errorf("NewRemoteWorker(%q): %v, want no error", ok, err)
+		}
+	}
+}
+
+func TestRemoteErrorMatchesSentinels(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   error
+	}{
+		{409, drover.ErrLeaseLost},
+		{404, drover.ErrNotFound},
+		{401, drover.ErrUnauthorized},
+		{403, drover.ErrUnauthorized},
+		{400, drover.ErrInvalidArgument},
+	} {
+		err := error(&drover.RemoteError{Method: "POST", Path: "/x", Status: tc.status, Code: "c", Message: "m"})
+		if !errors.Is(err, tc.want) {
+			t.Errorf("errors.Is(RemoteError{Status: %d}, %v) = false, want true", tc.status, tc.want)
+		}
+	}
+	err := error(&drover.RemoteError{Method: "POST", Path: "/x", Status: 422, Code: "invalid_transition", Message: "no"})
+	for _, s := range []error{drover.ErrLeaseLost, drover.ErrNotFound, drover.ErrUnauthorized, drover.ErrInvalidArgument} {
+		if errors.Is(err, s) {
+			t.Errorf("errors.Is(RemoteError{Status: 422}, %v) = true, want false", s)
+		}
+	}
+	if got := err.Error(); !strings.Contains(got, "422") || !strings.Contains(got, "invalid_transition") || !strings.Contains(got, "no") {
+		t.Errorf("RemoteError.Error() = %q, want the status, code and message", got)
+	}
+}
+
+func TestRemoteWorkerTypedHandler(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		var seen atomic.Pointer[drover.Job]
+		drover.Register(ws, "add", func(ctx context.Context, job *drover.Job, args addArgs) (any, error) {
+			seen.Store(job)
+			return addResult{Sum: args.A + args.B}, nil
+		})
+		drover.Register(ws, "nothing", func(ctx context.Context, job *drover.Job, args struct{}) (any, error) {
+			return nil, nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.ID = "remote-1"
+		startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)
+
+		id := enqueue(t, c, "add", addArgs{A: 2, B: 40}, &drover.EnqueueOpts{Priority: 3, Timeout: 7 * time.Second}).ID
+		bad := enqueue(t, c, "add", map[string]string{"A": "not a number"}, &drover.EnqueueOpts{MaxAttempts: 5}).ID
+		empty := enqueue(t, c, "nothing", nil, nil).ID
+
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded {
+			t.Fatalf("add job: %s, want succeeded", describe(j))
+		}
+		wantJSON(t, "result", j.Result, addResult{Sum: 42})
+		if j.Attempt != 1 || j.Executions != 1 || j.Error != "" || len(j.Errors) != 0 || j.FinishedAt == nil {
+			t.Errorf("succeeded job: %s finished_at=%v, want one clean attempt", describe(j), j.FinishedAt)
+		}
+		// What the handler saw came from the claim answer.
+		h := seen.Load()
+		if h == nil {
+			t.Fatal("handler saw no job")
+		}
+		if h.ID != id || h.Kind != "add" || h.Queue != drover.DefaultQueue || h.Priority != 3 || h.Attempt != 1 ||
+			h.Executions != 1 || h.MaxAttempts != drover.DefaultMaxAttempts || h.Timeout != 7*time.Second ||
+			h.Status != drover.StatusRunning || h.Owner != "remote-1" || h.CreatedAt.IsZero() {
+			t.Errorf("handler's job = {id=%d kind=%q queue=%q priority=%d attempt=%d executions=%d max=%d timeout=%s status=%s owner=%q created=%s}, "+
+				"want {id=%d kind=add queue=default priority=3 attempt=1 executions=1 max=%d timeout=7s status=running owner=remote-1 created set}",
+				h.ID, h.Kind, h.Queue, h.Priority, h.Attempt, h.Executions, h.MaxAttempts, h.Timeout, h.Status, h.Owner, h.CreatedAt,
+				id, drover.DefaultMaxAttempts)
+		}
+
+		j = waitStatus(t, c, bad, drover.StatusFailed, drover.StatusSucceeded)
+		if j.Status != drover.StatusFailed || j.Executions != 1 || !strings.Contains(j.Error, "decode args") {
+			t.Errorf("undecodable args: %s, want failed after 1 execution with a decode error", describe(j))
+		}
+
+		j = waitStatus(t, c, empty, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || string(j.Result) != "null" {
+			t.Errorf("nil result: %s, want succeeded with result null", describe(j))
+		}
+	})
+}
+
+func TestRemoteWorkerRetriesWithServerBackoff(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		// The server retries at once; the worker's own backoff of an hour must not apply.
+		ts := startServer(t, kind, server.Config{Backoff: func(int) time.Duration { return 0 }})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		drover.Register(ws, "flaky", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			if job.Attempt < 3 {
+				return nil, fmt.Errorf("flake on attempt %d", job.Attempt)
+			}
+			return "ok", nil
+		}, drover.WithBackoff(func(int) time.Duration { return time.Hour }))
+		cfg := fastWorkerConfig(ws)
+		cfg.Backoff = func(int) time.Duration { return time.Hour }
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)
+
+		id := enqueue(t, c, "flaky", nil, &drover.EnqueueOpts{MaxAttempts: 5}).ID
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 3 || j.Executions != 3 || len(j.Errors) != 2 {
+			t.Fatalf("flaky job: %s, want succeeded on attempt 3 after 2 recorded errors", describe(j))
+		}
+		for i, e := range j.Errors {
+			if want := fmt.Sprintf("flake on attempt %d", i+1); e.Error != want || e.Attempt != i+1 {
+				t.Errorf("errors[%d] = #%d %q, want #%d %q", i, e.Attempt, e.Error, i+1, want)
+			}
+		}
+		if got := w.Stats().Retried.Load(); got != 2 {
+			t.Errorf("Stats().Retried = %d, want 2", got)
+		}
+	})
+}
+
+func TestRemoteWorkerRetryDelayIsTheServers(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{Backoff: func(int) time.Duration { return time.Hour }})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		drover.Register(ws, "fails", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			return nil, errors.New("boom")
+		}, noBackoff) // the worker's backoff says "at once"; the server's hour wins
+		startRemoteWorker(t, drover.RemoteConfig{URL: url}, fastWorkerConfig(ws))
+
+		before := time.Now()
+		id := enqueue(t, c, "fails", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+		j := waitJob(t, c, id, "retried once", func(j *drover.Job) bool { return len(j.Errors) == 1 })
+		if j.Status != drover.StatusQueued || j.Attempt != 1 {
+			t.Errorf("after one failure: %s, want queued after attempt 1", describe(j))
+		}
+		if min := before.Add(50 * time.Minute); j.RunAt.Before(min) {
+			t.Errorf("run_at = %s, want at least %s (the server's backoff of 1h)", j.RunAt.Format(time.RFC3339), min.Format(time.RFC3339))
+		}
+	})
+}
+
+func TestRemoteWorkerPermanentAndExhausted(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		drover.Register(ws, "perm", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			return nil, drover.Permanent(errors.New("bad input"))
+		})
+		drover.Register(ws, "always", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			return nil, fmt.Errorf("fail %d", job.Attempt)
+		})
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, fastWorkerConfig(ws))
+
+		perm := enqueue(t, c, "perm", nil, &drover.EnqueueOpts{MaxAttempts: 5}).ID
+		always := enqueue(t, c, "always", nil, &drover.EnqueueOpts{MaxAttempts: 2}).ID
+
+		j := waitStatus(t, c, perm, drover.StatusFailed, drover.StatusSucceeded)
+		if j.Status != drover.StatusFailed || j.Attempt != 1 || j.Error != "bad input" {
+			t.Errorf("Permanent: %s, want failed on attempt 1 of 5 with error %q", describe(j), "bad input")
+		}
+		j = waitStatus(t, c, always, drover.StatusFailed, drover.StatusSucceeded)
+		if j.Status != drover.StatusFailed || j.Executions != 2 || j.Error != "fail 2" || len(j.Errors) != 2 {
+			t.Errorf("exhausted: %s, want failed after 2 executions with error %q", describe(j), "fail 2")
+		}
+		dlq, err := c.DLQList(context.Background(), "", 0, 10)
+		if err != nil {
+			t.Fatalf("DLQList: %v", err)
+		}
+		if len(dlq) != 2 {
+			t.Errorf("DLQ holds %d jobs, want 2 (the permanent and the exhausted one)", len(dlq))
+		}
+		if got := w.Stats().Failed.Load(); got != 2 {
+			t.Errorf("Stats().Failed = %d, want 2", got)
+		}
+	})
+}
+
+func TestRemoteWorkerSnooze(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		var calls atomic.Int32
+		drover.Register(ws, "snoozy", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			switch calls.Add(1) {
+			case 1:
+				return nil, drover.Snooze(0) // zero must still be a snooze, not a retry
+			case 2:
+				return nil, drover.Snooze(100 * time.Millisecond)
+			}
+			return job.Executions, nil
+		})
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, fastWorkerConfig(ws))
+
+		id := enqueue(t, c, "snoozy", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 3 || j.Executions != 1 || len(j.Errors) != 0 {
+			t.Fatalf("snoozed job: %s, want succeeded on attempt 3 with 1 execution and no errors (max_attempts 1)", describe(j))
+		}
+		wantJSON(t, "result", j.Result, 1)
+		if got := w.Stats().Snoozed.Load(); got != 2 {
+			t.Errorf("Stats().Snoozed = %d, want 2", got)
+		}
+		evs, err := c.Events(context.Background(), id)
+		if err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+		var types []string
+		for _, e := range evs {
+			types = append(types, string(e.Type))
+		}
+		if got := strings.Count(strings.Join(types, " "), "snoozed"); got != 2 {
+			t.Errorf("events %v hold %d snoozed, want 2", types, got)
+		}
+	})
+}
+
+func TestRemoteWorkerPanicAndTimeout(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		drover.Register(ws, "panics", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			if job.Attempt == 1 {
+				panic("kaboom")
+			}
+			return "recovered", nil
+		})
+		drover.Register(ws, "slow", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		startRemoteWorker(t, drover.RemoteConfig{URL: url}, fastWorkerConfig(ws))
+
+		p := enqueue(t, c, "panics", nil, &drover.EnqueueOpts{MaxAttempts: 2}).ID
+		s := enqueue(t, c, "slow", nil, &drover.EnqueueOpts{MaxAttempts: 1, Timeout: 100 * time.Millisecond}).ID
+
+		j := waitStatus(t, c, p, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 2 || len(j.Errors) != 1 {
+			t.Fatalf("panicking job: %s, want succeeded on attempt 2 after one error", describe(j))
+		}
+		if e := j.Errors[0]; e.Error != "panic: kaboom" || !strings.Contains(e.Stack, "remote_worker_test.go") {
+			t.Errorf("panic recorded as %q with stack %.200q, want %q with a stack through the handler", e.Error, e.Stack, "panic: kaboom")
+		}
+
+		j = waitStatus(t, c, s, drover.StatusFailed, drover.StatusSucceeded)
+		if j.Status != drover.StatusFailed || !strings.Contains(j.Error, "timed out after 100ms") {
+			t.Errorf("timed-out job: %s, want failed with a timeout error", describe(j))
+		}
+	})
+}
+
+func TestRemoteWorkerOperatorCancel(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		started := make(chan struct{})
+		stopped := make(chan error, 1)
+		drover.Register(ws, "long", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			close(started)
+			<-ctx.Done()
+			stopped <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, fastWorkerConfig(ws))
+
+		id := enqueue(t, c, "long", nil, nil).ID
+		waitChan(t, started, "the handler to start")
+		if _, err := c.Cancel(context.Background(), id); err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+		cause := waitChan(t, stopped, "the handler's context to end after the cancel")
+		if cause == nil || !strings.Contains(cause.Error(), "canceled by an operator") {
+			t.Errorf("handler's context ended with cause %v, want the operator cancel", cause)
+		}
+		waitFor(t, "the worker to drop the canceled job", func() bool { return w.Stats().LeaseLost.Load() == 1 })
+		j := getJob(t, c, id)
+		if j.Status != drover.StatusCanceled || j.Result != nil || j.Error != "" {
+			t.Errorf("canceled job: %s, want canceled with no result and no error", describe(j))
+		}
+		if got := w.Stats().Succeeded.Load() + w.Stats().Retried.Load() + w.Stats().Failed.Load(); got != 0 {
+			t.Errorf("worker reported %d outcomes for a canceled job, want none", got)
+		}
+	})
+}
+
+func TestRemoteWorkerStaleCompletionRejected(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		// A short lease on the server; the worker, told otherwise, never heartbeats
+		// in time, so the lease really expires while the handler runs.
+		ts := startServer(t, kind, server.Config{LeaseDuration: 300 * time.Millisecond})
+		c, url := ts.c, ts.url
+		ws := drover.NewWorkers()
+		var calls atomic.Int32
+		started := make(chan struct{})
+		release := make(chan struct{})
+		drover.Register(ws, "late", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			if calls.Add(1) == 1 {
+				close(started)
+				<-release
+				return "stale", nil
+			}
+			return "fresh", nil
+		})
+		var logs logBuffer
+		cfg := fastWorkerConfig(ws)
+		cfg.LeaseDuration, cfg.HeartbeatInterval = 30*time.Second, 20*time.Second
+		cfg.Queues = map[string]int{drover.DefaultQueue: 1} // the busy slot keeps it from reclaiming
+		cfg.Logger = logs.logger()
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)
+
+		id := enqueue(t, c, "late", nil, nil).ID
+		waitChan(t, started, "the handler to start")
+		// The reaper requeues the job for a new attempt while the first handler
+		// still runs; the paused queue keeps it there.
+		if err := c.PauseQueue(context.Background(), drover.DefaultQueue); err != nil {
+			t.Fatalf("PauseQueue: %v", err)
+		}
+		waitFor(t, "the reaper to take the expired lease", func() bool {
+			reaped, err := c.Driver().JobReapExpired(context.Background(), driver.ReapParams{})
+			if err != nil {
+				t.Fatalf("JobReapExpired: %v", err)
+			}
+			return len(reaped) == 1 && reaped[0].ID == id
+		})
+		before := getJob(t, c, id)
+		if before.Status != drover.StatusQueued {
+			t.Fatalf("after the reap: %s, want queued", describe(before))
+		}
+
+		close(release)
+		waitFor(t, "the stale completion to be rejected", func() bool { return w.Stats().LeaseLost.Load() == 1 })
+		if !strings.Contains(logs.String(), "409 lease_lost") {
+			t.Errorf("worker log does not show a 409 lease_lost answer:\n%s", logs.String())
+		}
+		after := getJob(t, c, id)
+		if after.Status != before.Status || after.Rev != before.Rev || after.Attempt != before.Attempt || after.Result != nil {
+			t.Errorf("stale completion changed the job:\n before %s rev=%d\n after  %s rev=%d", describe(before), before.Rev, describe(after), after.Rev)
+		}
+		if got := w.Stats().Succeeded.Load(); got != 0 {
+			t.Errorf("Stats().Succeeded = %d after a rejected completion, want 0", got)
+		}
+
+		if err := c.ResumeQueue(context.Background(), drover.DefaultQueue); err != nil {
+			t.Fatalf("ResumeQueue: %v", err)
+		}
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 2 {
+			t.Errorf("after the new claim: %s, want succeeded on attempt 2", describe(j))
+		}
+		wantJSON(t, "result", j.Result, "fresh")
+	})
+}
+
+func TestRemoteWorkerGracefulStop(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		c := ts.c
+		ws := drover.NewWorkers()
+		started := make(chan struct{}, 1)
+		release := make(chan struct{})
+		drover.Register(ws, "hold", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			started <- struct{}{}
+			<-release
+			return "done", nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.Queues = map[string]int{drover.DefaultQueue: 2} // the free slot keeps a long-poll open
+		w := newRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 30}, cfg)
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		id := enqueue(t, c, "hold", nil, nil).ID
+		waitChan(t, started, "the handler to start")
+		waitFor(t, "a long-poll for the free slot", func() bool { return ts.claims.Load() == 1 })
+
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			stopped <- w.Stop(ctx)
+		}()
+		// Stop ends the long-poll at once (not after 30s), but waits for the running job.
+		waitFor(t, "Stop to end the long-poll", func() bool { return ts.claims.Load() == 0 })
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned (%v) while a job was still running", err)
+		default:
+		}
+		after := enqueue(t, c, "hold", nil, nil).ID
+
+		close(release)
+		if err := waitChan(t, stopped, "Stop to return"); err != nil {
+			t.Errorf("Stop: %v, want nil", err)
+		}
+		if j := getJob(t, c, id); j.Status != drover.StatusSucceeded {
+			t.Errorf("job running at Stop: %s, want succeeded", describe(j))
+		}
+		if j := getJob(t, c, after); j.Status != drover.StatusQueued || j.Attempt != 0 {
+			t.Errorf("job enqueued during Stop: %s, want queued and never claimed", describe(j))
+		}
+		if n := ts.claims.Load(); n != 0 {
+			t.Errorf("%d claims in flight after Stop, want 0", n)
+		}
+	})
+}
+
+func TestRemoteWorkerHardStop(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		ws := drover.NewWorkers()
+		started := make(chan struct{})
+		drover.Register(ws, "stubborn", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		w := newRemoteWorker(t, drover.RemoteConfig{URL: ts.url}, fastWorkerConfig(ws))
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		id := enqueue(t, ts.c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+		waitChan(t, started, "the handler to start")
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // no patience: running handlers are canceled at once
+		if err := w.Stop(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("Stop with an ended context = %v, want context.Canceled", err)
+		}
+		j := getJob(t, ts.c, id)
+		if j.Status != drover.StatusQueued || j.Attempt != 1 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "shutting down") {
+			t.Errorf("job interrupted by a hard stop: %s, want queued for a retry with a shutdown error", describe(j))
+		}
+	})
+}
+
+func TestRemoteWorkerLongPollPicksUpNewJobs(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		ws := drover.NewWorkers()
+		drover.Register(ws, "add", func(ctx context.Context, job *drover.Job, args addArgs) (any, error) {
+			return addResult{Sum: args.A + args.B}, nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.PollInterval = time.Hour // only the long-poll can find the job in time
+		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 30}, cfg)
+		waitFor(t, "the worker's long-poll", func() bool { return ts.claims.Load() == 1 })
+
+		for i := range 3 {
+			id := enqueue(t, ts.c, "add", addArgs{A: i, B: 1}, nil).ID
+			j := waitStatus(t, ts.c, id, drover.StatusSucceeded, drover.StatusFailed)
+			if j.Status != drover.StatusSucceeded {
+				t.Fatalf("job %d: %s, want succeeded", i, describe(j))
+			}
+			wantJSON(t, "result", j.Result, addResult{Sum: i + 1})
+		}
+	})
+}
+
+func TestRemoteWorkerToken(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{WorkerToken: "worker-secret", AdminToken: "admin-secret"})
+		ws := drover.NewWorkers()
+		drover.Register(ws, "add", func(ctx context.Context, job *drover.Job, args addArgs) (any, error) {
+			return addResult{Sum: args.A + args.B}, nil
+		})
+
+		var logs logBuffer
+		bad := fastWorkerConfig(ws)
+		bad.Logger = logs.logger()
+		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, Token: "wrong"}, bad)
+		id := enqueue(t, ts.c, "add", addArgs{A: 1, B: 2}, nil).ID
+		waitFor(t, "the wrong token to be refused", func() bool { return strings.Contains(logs.String(), "401 unauthorized") })
+		if j := getJob(t, ts.c, id); j.Status != drover.StatusQueued || j.Attempt != 0 {
+			t.Errorf("with a wrong token: %s, want queued and never claimed", describe(j))
+		}
+
+		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, Token: "worker-secret"}, fastWorkerConfig(ws))
+		j := waitStatus(t, ts.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded {
+			t.Errorf("with the worker token: %s, want succeeded", describe(j))
+		}
+	})
+}

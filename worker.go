@@ -1,0 +1,415 @@
+package drover
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/wakeup"
+)
+
+// WorkerConfig configures a Worker. Zero values take the defaults in brackets.
+type WorkerConfig struct {
+	ID                string         // identifies the worker in leases and events [host-pid-random]
+	Queues            map[string]int // queue name → jobs run at once [{"default": 10}]
+	Workers           *Workers       // the handlers (required)
+	LeaseDuration     time.Duration  // how long a claim is trusted without a heartbeat [30s]
+	HeartbeatInterval time.Duration  // [LeaseDuration/3]
+	PollInterval      time.Duration  // fallback when no wake-up arrives [1s]
+	ClaimBatch        int            // most jobs one claim takes, bounded by free slots [the queue's concurrency, at most 100]
+	ClaimCooldown     time.Duration  // under a backlog, how long to wait for half a batch of slots to free before claiming fewer [5ms]; negative: never wait
+	DefaultTimeout    time.Duration  // for jobs and kinds that set none; negative: none [1m]
+	TimeoutGrace      time.Duration  // how long a handler may take to return after its context ends before it is abandoned [10s]
+	Backoff           Backoff        // retry delay unless the kind overrides it [DefaultBackoff]; a remote worker's server decides instead
+	CompletionBatch   int            // most completions written in one transaction; 1: no batching [100]; local workers only
+	// Wakeups, when set, is a wake-up transport (e.g. wakeup.NewNATS) whose pointers
+	// trigger claims in addition to the driver's own wake-ups; each pointer is
+	// acknowledged after the claim it triggered.
+	Wakeups wakeup.Transport
+	// Observer, when set, hears what the worker does (for metrics).
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Worker claims and runs jobs, from the database (NewWorker) or from a Drover
+// server over HTTP (NewRemoteWorker). Start it, then Stop it for a graceful shutdown.
+type Worker struct {
+	be  backend
+	cfg WorkerConfig
+	log *slog.Logger
+
+	mu           sync.Mutex
+	started      bool
+	stopped      bool                    // Stop was called; a later Stop returns at once
+	cancelClaims context.CancelFunc      // stops claiming and the wake-up subscription
+	cancelJobs   context.CancelCauseFunc // cancels every running handler (hard stop)
+	jobsCtx      context.Context         // parent of handler contexts
+	producers    sync.WaitGroup          // claim loops
+	jobs         sync.WaitGroup          // executions in flight
+	draining     atomic.Bool             // claimed jobs not yet started go back to queued
+	stats        WorkerStats
+}
+
+// WorkerStats counts what a worker did since it started.
+type WorkerStats struct {
+	Claimed, Succeeded, Retried, Failed, Snoozed, LeaseLost atomic.Int64
+}
+
+var (
+	errShutdown       = errors.New("worker shutting down")
+	errCanceled       = errors.New("job canceled by an operator")
+	errLeaseLost      = errors.New("lease lost")
+	errHandlerTimeout = errors.New("job timed out")
+)
+
+// NewWorker returns a Worker of c running the handlers of cfg.Workers.
+func NewWorker(c *Client, cfg *WorkerConfig) (*Worker, error) {
+	if c == nil || cfg == nil || cfg.Workers == nil {
+		return nil, errors.New("drover: NewWorker needs a client and a config with Workers")
+	}
+	w, err := newWorker(cfg, c.log)
+	if err != nil {
+		return nil, err
+	}
+	w.be = newLocalBackend(c.drv, w)
+	return w, nil
+}
+
+// newWorker applies the defaults of cfg and validates it; the caller sets the backend.
+func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
+	w := &Worker{cfg: *cfg}
+	cf := &w.cfg
+	if cf.ID == "" {
+		cf.ID = defaultWorkerID()
+	}
+	if len(cf.Queues) == 0 {
+		cf.Queues = map[string]int{DefaultQueue: 10}
+	}
+	for q, n := range cf.Queues {
+		if err := driver.ValidateName("queue", q); err != nil {
+			return nil, err
+		}
+		if n < 1 {
+			return nil, driver.Invalid("concurrency", "queue %q: %d, must be at least 1", q, n)
+		}
+	}
+	if cf.LeaseDuration == 0 {
+		cf.LeaseDuration = 30 * time.Second
+	}
+	if cf.LeaseDuration < 100*time.Millisecond {
+		return nil, driver.Invalid("lease_duration", "%s is below 100ms", cf.LeaseDuration)
+	}
+	if cf.HeartbeatInterval == 0 {
+		cf.HeartbeatInterval = cf.LeaseDuration / 3
+	}
+	if cf.HeartbeatInterval >= cf.LeaseDuration {
+		return nil, driver.Invalid("heartbeat_interval", "%s must be shorter than the lease (%s)", cf.HeartbeatInterval, cf.LeaseDuration)
+	}
+	if cf.PollInterval == 0 {
+		cf.PollInterval = time.Second
+	}
+	if cf.ClaimBatch == 0 {
+		cf.ClaimBatch = 100 // bounded per queue by its concurrency: a claim fills the free slots
+	}
+	if cf.ClaimCooldown == 0 {
+		cf.ClaimCooldown = 5 * time.Millisecond
+	}
+	if cf.DefaultTimeout == 0 {
+		cf.DefaultTimeout = time.Minute
+	}
+	if cf.TimeoutGrace == 0 {
+		cf.TimeoutGrace = 10 * time.Second
+	}
+	if cf.Backoff == nil {
+		cf.Backoff = DefaultBackoff
+	}
+	if cf.CompletionBatch == 0 {
+		cf.CompletionBatch = 100
+	}
+	w.log = cf.Logger
+	if w.log == nil {
+		w.log = fallbackLog
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	w.log = w.log.With("worker", cf.ID)
+	return w, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() *WorkerStats { return &w.stats }
+
+// Start begins claiming jobs. It returns at once; the worker runs until Stop.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errors.New("drover: worker already started")
+	}
+	w.started = true
+	claimCtx, cancelClaims := context.WithCancel(context.WithoutCancel(ctx))
+	w.cancelClaims = cancelClaims
+	w.jobsCtx, w.cancelJobs = context.WithCancelCause(context.WithoutCancel(ctx))
+
+	w.be.start()
+
+	wakes := make(map[string]*queueWake, len(w.cfg.Queues))
+	names := make([]string, 0, len(w.cfg.Queues))
+	for q := range w.cfg.Queues {
+		wakes[q] = &queueWake{ch: make(chan struct{}, 1)}
+		names = append(names, q)
+	}
+	if sub, err := w.be.wakeups(claimCtx); err != nil {
+		w.log.Warn("wake-ups unavailable; polling only", "err", err)
+	} else if sub != nil {
+		go func() {
+			for q := range sub {
+				for name, qw := range wakes {
+					if q == "" || q == name {
+						qw.signal()
+					}
+				}
+			}
+		}()
+	}
+	if w.cfg.Wakeups != nil {
+		if sub, err := w.cfg.Wakeups.Subscribe(claimCtx, names); err != nil {
+			w.log.Warn("wake-up transport unavailable; polling only", "err", err)
+		} else {
+			go func() {
+				for m := range sub {
+					if qw := wakes[m.Queue]; qw != nil {
+						qw.add(m)
+					} else {
+						_ = m.Ack() // not ours to claim; the pointer is only a hint
+					}
+				}
+			}()
+		}
+	}
+	for q, n := range w.cfg.Queues {
+		w.producers.Add(1)
+		go w.produce(claimCtx, q, n, wakes[q])
+	}
+	w.log.Info("worker started", "queues", w.cfg.Queues)
+	return nil
+}
+
+// Stop shuts down gracefully: it stops claiming, gives claimed-but-not-started jobs
+// back to their queue, and waits for running jobs until ctx ends; then it cancels
+// the handlers still running (their jobs are retried) and waits for them to return
+// or be abandoned after TimeoutGrace.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.started || w.stopped {
+		w.mu.Unlock()
+		return nil
+	}
+	w.stopped = true
+	w.mu.Unlock()
+	w.draining.Store(true)
+	w.cancelClaims()
+	w.producers.Wait()
+
+	done := make(chan struct{})
+	go func() { w.jobs.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		w.log.Warn("shutdown deadline reached; canceling running jobs")
+		w.cancelJobs(errShutdown)
+		<-done
+		err = ctx.Err()
+	}
+	w.cancelJobs(errShutdown)
+	w.be.stop()
+	w.log.Info("worker stopped")
+	return err
+}
+
+// Run starts the worker and stops it gracefully, waiting up to shutdownTimeout,
+// when ctx ends.
+func (w *Worker) Run(ctx context.Context, shutdownTimeout time.Duration) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return w.Stop(sctx)
+}
+
+// produce claims jobs of one queue whenever slots are free and work may be ready:
+// after a wake-up, a poll tick, a finished job, or a claim that filled its batch.
+// Behind a long-polling backend the next claim follows an empty one at once,
+// since the server already waited; an empty answer that came back sooner than
+// PollInterval still waits for the tick, so a server that does not hold never
+// makes a busy loop.
+func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *queueWake) {
+	defer w.producers.Done()
+	var running atomic.Int64
+	freed := make(chan struct{}, 1)
+	poll := time.NewTicker(w.cfg.PollInterval)
+	defer poll.Stop()
+	backlog := false // the last claim filled its batch: more work is waiting
+	batch := min(slots, w.cfg.ClaimBatch)
+	for {
+		if free := slots - int(running.Load()); free > 0 && ctx.Err() == nil {
+			if backlog && free < (batch+1)/2 && w.cfg.ClaimCooldown > 0 {
+				// Under a backlog, slots free one by one; claiming each alone costs a
+				// transaction per job. Wait briefly for more to free up.
+				if w.waitFreed(ctx, freed, running.Load, slots-(batch+1)/2) {
+					continue
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				free = slots - int(running.Load())
+			}
+			want := min(free, w.cfg.ClaimBatch)
+			asked := time.Now()
+			pointers := wake.take()
+			jobs, err := w.be.claim(ctx, queue, want)
+			if obs := w.cfg.Observer; obs != nil && len(jobs) > 0 {
+				obs.Claimed(queue, len(jobs))
+			}
+			if err != nil && ctx.Err() == nil {
+				w.log.Error("claim failed", "queue", queue, "err", err)
+			}
+			// Acked after the claim, whether it got their jobs or not (the job rows
+			// are the truth); after a failed claim they stay unacked and come back.
+			wake.settle(pointers, err == nil)
+			for _, j := range jobs {
+				running.Add(1)
+				w.jobs.Add(1)
+				go func() {
+					defer func() {
+						running.Add(-1)
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+						w.jobs.Done()
+					}()
+					w.execute(j)
+				}()
+			}
+			backlog = err == nil && len(jobs) == want
+			if backlog {
+				continue // there may be more
+			}
+			if err == nil && w.be.longPoll() && (len(jobs) > 0 || time.Since(asked) >= w.cfg.PollInterval) {
+				continue // the server waits for work itself
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake.ch:
+		case <-freed:
+		case <-poll.C:
+		}
+	}
+}
+
+// waitFreed waits up to ClaimCooldown for running to drop to target. It reports
+// true if it did, false on timeout or when ctx ends.
+func (w *Worker) waitFreed(ctx context.Context, freed <-chan struct{}, running func() int64, target int) bool {
+	t := time.NewTimer(w.cfg.ClaimCooldown)
+	defer t.Stop()
+	for running() > int64(target) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
+		case <-freed:
+		}
+	}
+	return true
+}
+
+func defaultWorkerID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// queueWake is one queue's wake-up signal plus the transport pointers received
+// since its last claim, which are acknowledged once a claim has looked at them.
+type queueWake struct {
+	ch      chan struct{}
+	mu      sync.Mutex
+	pending []wakeup.Message
+}
+
+// maxPendingPointers bounds what a busy worker holds unacknowledged; beyond it a
+// pointer is acked at once (the job row stays the truth, and polling finds it).
+const maxPendingPointers = 1000
+
+func (q *queueWake) signal() {
+	select {
+	case q.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queueWake) add(m wakeup.Message) {
+	q.mu.Lock()
+	if len(q.pending) < maxPendingPointers {
+		q.pending = append(q.pending, m)
+		m = wakeup.Message{}
+	}
+	q.mu.Unlock()
+	_ = m.Ack() // a no-op unless the pointer was not kept
+	q.signal()
+}
+
+func (q *queueWake) take() []wakeup.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.pending
+	q.pending = nil
+	return p
+}
+
+// settle acks the pointers a successful claim looked at; after a failed claim it
+// keeps them for the next one, so they are acked only once a claim has run.
+func (q *queueWake) settle(ms []wakeup.Message, claimed bool) {
+	if !claimed {
+		q.mu.Lock()
+		q.pending = append(ms, q.pending...)
+		q.mu.Unlock()
+		return
+	}
+	for _, m := range ms {
+		_ = m.Ack()
+	}
+}
+
+// Observer hears what a worker does, for metrics. Calls come from many goroutines
+// and must not block.
+type Observer interface {
+	// Claimed: n jobs of queue were claimed and started.
+	Claimed(queue string, n int)
+	// Finished: the outcome of job (succeeded, retried, failed or snoozed) was
+	// recorded after it ran for took.
+	Finished(job *Job, outcome string, took time.Duration)
+	// LeaseLost: the job was no longer ours (lease expired, canceled, or a report
+	// was refused as stale).
+	LeaseLost(job *Job)
+}

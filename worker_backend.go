@@ -1,0 +1,64 @@
+package drover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// backend is where a Worker's jobs live: the database itself (localBackend) or a
+// Drover server over HTTP (httpBackend). Everything else — slots per queue,
+// timeouts, panics, heartbeats, cancellation, retrying a report with the same
+// request_id, graceful shutdown — is the Worker's and the same for both.
+//
+// Every call that touches a job carries its fence (id, attempt, lease_token); a
+// stale fence gives an error matching ErrLeaseLost (or ErrNotFound) and changes
+// nothing.
+type backend interface {
+	// start and stop bracket the worker's life; stop runs after the last report.
+	start()
+	stop()
+	// claim returns up to limit jobs of queue, already running under a lease held
+	// by this worker. A long-polling backend may hold the call until work is ready
+	// or ctx ends.
+	claim(ctx context.Context, queue string, limit int) ([]*Job, error)
+	// heartbeat extends the lease and reports whether an operator canceled the job.
+	heartbeat(ctx context.Context, f driver.FenceParams) (cancelRequested bool, err error)
+	// complete stores a successful result.
+	complete(ctx context.Context, f driver.FenceParams, result json.RawMessage) error
+	// fail reports a failed execution; dead is true when the job went to the DLQ.
+	fail(ctx context.Context, f driver.FenceParams, fl failure) (dead bool, err error)
+	// snooze puts the job back to run after d without using an attempt.
+	snooze(ctx context.Context, f driver.FenceParams, d time.Duration) error
+	// wakeups delivers names of queues that may have work ("" for all) until ctx
+	// ends; a nil channel means there are none and the worker relies on claim.
+	wakeups(ctx context.Context) (<-chan string, error)
+	// longPoll reports whether claim itself waits for work, so an empty claim
+	// can be followed by the next one without a poll tick.
+	longPoll() bool
+}
+
+// failure is a failed execution as reported to a backend.
+type failure struct {
+	err        string
+	stack      string        // of a panic
+	permanent  bool          // straight to the DLQ
+	retryDelay time.Duration // from the worker's backoff; a server computes its own
+}
+
+// retryable reports whether repeating a report (with the same request_id) may
+// succeed: not when the lease is lost or a server refused the request itself.
+func retryable(err error) bool {
+	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+		return false
+	}
+	var re *RemoteError
+	if errors.As(err, &re) {
+		return re.Status >= 500 || re.Status == http.StatusRequestTimeout || re.Status == http.StatusTooManyRequests
+	}
+	return true
+}

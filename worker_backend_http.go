@@ -1,0 +1,215 @@
+package drover
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// maxRemoteClaim is the largest limit a task-claim accepts.
+const maxRemoteClaim = 100
+
+// httpBackend runs a Worker through a Drover server's worker protocol. The server
+// is the dispatcher: it claims and starts in one call, fences every report by
+// (task_id, attempt, lease_token), computes retry backoff and decides between
+// retry and DLQ. The backend only translates.
+type httpBackend struct {
+	base  string // server URL without a trailing slash
+	token string
+	hc    *http.Client
+	wait  time.Duration // claim long-poll; 0: none
+	w     *Worker
+}
+
+func (b *httpBackend) start()         {}
+func (b *httpBackend) stop()          { b.hc.CloseIdleConnections() }
+func (b *httpBackend) longPoll() bool { return b.wait > 0 }
+
+// wakeups: none; the long-poll of claim is the wake-up.
+func (b *httpBackend) wakeups(context.Context) (<-chan string, error) { return nil, nil }
+
+type remoteTask struct {
+	TaskID         int64           `json:"task_id"`
+	Attempt        int             `json:"attempt"`
+	LeaseToken     string          `json:"lease_token"`
+	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
+	Kind           string          `json:"kind"`
+	Args           json.RawMessage `json:"args"`
+	TimeoutSeconds *float64        `json:"timeout_seconds"`
+	Queue          string          `json:"queue"`
+	Priority       int             `json:"priority"`
+	CreatedAt      time.Time       `json:"created_at"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Executions     int             `json:"executions"`
+}
+
+func (t *remoteTask) job(owner string) *Job {
+	j := &Job{
+		ID: t.TaskID, Kind: t.Kind, Queue: t.Queue, Status: StatusRunning, Args: t.Args, Priority: t.Priority,
+		Attempt: t.Attempt, Executions: t.Executions, MaxAttempts: t.MaxAttempts, Owner: owner,
+		LeaseToken: t.LeaseToken, LeaseExpiresAt: t.LeaseExpiresAt, CreatedAt: t.CreatedAt,
+	}
+	if len(bytes.TrimSpace(j.Args)) == 0 || string(j.Args) == "null" {
+		j.Args = json.RawMessage("{}")
+	}
+	if t.TimeoutSeconds != nil && *t.TimeoutSeconds > 0 {
+		j.Timeout = time.Duration(*t.TimeoutSeconds * float64(time.Second))
+	}
+	return j
+}
+
+func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, error) {
+	req := struct {
+		WorkerID    string   `json:"worker_id"`
+		Queues      []string `json:"queues"`
+		Limit       int      `json:"limit"`
+		WaitSeconds float64  `json:"wait_seconds,omitempty"`
+	}{b.w.cfg.ID, []string{queue}, min(limit, maxRemoteClaim), b.wait.Seconds()}
+	// The server answers within wait; the margin covers a slow claim, and
+	// bounds a connection that died silently.
+	ctx, cancel := context.WithTimeout(ctx, b.wait+b.w.cfg.LeaseDuration)
+	defer cancel()
+	var resp struct {
+		Tasks []remoteTask `json:"tasks"`
+	}
+	if err := b.post(ctx, "/internal/task-claim", req, &resp); err != nil {
+		return nil, err
+	}
+	jobs := make([]*Job, len(resp.Tasks))
+	for i := range resp.Tasks {
+		jobs[i] = resp.Tasks[i].job(b.w.cfg.ID)
+	}
+	b.w.stats.Claimed.Add(int64(len(jobs)))
+	return jobs, nil
+}
+
+// fenceBody is the fence every call about one task carries.
+type fenceBody struct {
+	TaskID     int64  `json:"task_id"`
+	Attempt    int    `json:"attempt"`
+	LeaseToken string `json:"lease_token"`
+}
+
+func fenceOf(f driver.FenceParams) fenceBody { return fenceBody{f.ID, f.Attempt, f.LeaseToken} }
+
+func (b *httpBackend) heartbeat(ctx context.Context, f driver.FenceParams) (bool, error) {
+	var resp struct {
+		CancelRequested bool `json:"cancel_requested"`
+	}
+	err := b.post(ctx, "/internal/heartbeat", fenceOf(f), &resp)
+	return resp.CancelRequested, err
+}
+
+type completeBody struct {
+	fenceBody
+	Status        string          `json:"status"`
+	Output        json.RawMessage `json:"output,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	Stack         string          `json:"stack,omitempty"`
+	SnoozeSeconds *float64        `json:"snooze_seconds,omitempty"` // a pointer: 0 is a snooze too
+	RequestID     string          `json:"request_id"`
+}
+
+// report sends a task-complete and returns the job's status afterwards.
+func (b *httpBackend) report(ctx context.Context, body completeBody) (JobStatus, error) {
+	var resp struct {
+		Status JobStatus `json:"status"`
+	}
+	err := b.post(ctx, "/internal/task-complete", body, &resp)
+	return resp.Status, err
+}
+
+func (b *httpBackend) complete(ctx context.Context, f driver.FenceParams, result json.RawMessage) error {
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	_, err := b.report(ctx, completeBody{fenceBody: fenceOf(f), Status: "succeeded", Output: result, RequestID: f.RequestID})
+	return err
+}
+
+// fail sends "failed" for a permanent error, else "retry": the server picks the
+// backoff and whether attempts remain, so fl.retryDelay is not sent.
+func (b *httpBackend) fail(ctx context.Context, f driver.FenceParams, fl failure) (bool, error) {
+	body := completeBody{fenceBody: fenceOf(f), Status: "retry", Error: fl.err, Stack: fl.stack, RequestID: f.RequestID}
+	if fl.permanent {
+		body.Status = "failed"
+	}
+	if strings.TrimSpace(body.Error) == "" {
+		body.Error = "handler returned an error with an empty message" // the server requires one
+	}
+	status, err := b.report(ctx, body)
+	return status == StatusFailed, err
+}
+
+func (b *httpBackend) snooze(ctx context.Context, f driver.FenceParams, d time.Duration) error {
+	secs := d.Seconds()
+	_, err := b.report(ctx, completeBody{
+		fenceBody: fenceOf(f), Status: "retry", Error: fmt.Sprintf("snoozed for %s", d),
+		SnoozeSeconds: &secs, RequestID: f.RequestID,
+	})
+	return err
+}
+
+// post sends one JSON request and decodes a 2xx answer into out; any other
+// answer becomes a *RemoteError.
+func (b *httpBackend) post(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("POST %s: encode request: %w", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return remoteError(path, resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("POST %s: decode the %d answer: %w", path, resp.StatusCode, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // lets the connection be reused
+	return nil
+}
+
+// remoteError reads an error answer: {"error": {"code", "message"}}, or
+// whatever a proxy in between sent instead.
+func remoteError(path string, resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &RemoteError{Method: http.MethodPost, Path: path, Status: resp.StatusCode}
+	var body struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &body) == nil && (body.Error.Code != "" || body.Error.Message != "") {
+		e.Code, e.Message = body.Error.Code, body.Error.Message
+	} else {
+		e.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(resp.StatusCode), " ", "_"))
+		e.Message = strings.TrimSpace(string(raw))
+		if len(e.Message) > 200 {
+			e.Message = e.Message[:200] + "…"
+		}
+		if e.Message == "" {
+			e.Message = resp.Status
+		}
+	}
+	return e
+}

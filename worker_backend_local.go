@@ -1,0 +1,118 @@
+package drover
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// localBackend runs a Worker straight on the database. A claim claims and starts
+// in one statement (ClaimParams.Start); successful completions are batched into
+// JobCompleteMany transactions; retry and snooze delays are added to the
+// database clock.
+type localBackend struct {
+	drv driver.Driver
+	w   *Worker // for its config, log and stats
+
+	completions chan completion
+	completerWG sync.WaitGroup
+}
+
+type completion struct {
+	p     driver.CompleteParams
+	reply chan driver.JobOutcome
+}
+
+func newLocalBackend(drv driver.Driver, w *Worker) *localBackend {
+	return &localBackend{drv: drv, w: w}
+}
+
+func (b *localBackend) start() {
+	b.completions = make(chan completion, b.w.cfg.CompletionBatch)
+	b.completerWG.Add(1)
+	go b.completer()
+}
+
+func (b *localBackend) stop() {
+	close(b.completions)
+	b.completerWG.Wait()
+}
+
+func (b *localBackend) longPoll() bool { return false }
+
+func (b *localBackend) wakeups(ctx context.Context) (<-chan string, error) {
+	return b.drv.WakeupSubscribe(ctx)
+}
+
+// claim claims and starts in one statement: a local worker runs what it claims at
+// once, so it never holds a claimed-but-not-started job (nothing to give back on
+// shutdown) and each job costs one row version fewer.
+func (b *localBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, error) {
+	jobs, err := b.drv.JobClaim(ctx, driver.ClaimParams{
+		Queues: []string{queue}, Limit: limit, Owner: b.w.cfg.ID, LeaseDuration: b.w.cfg.LeaseDuration, Start: true,
+	})
+	b.w.stats.Claimed.Add(int64(len(jobs)))
+	return jobs, err
+}
+
+func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (bool, error) {
+	f.LeaseDuration = b.w.cfg.LeaseDuration
+	res, err := b.drv.JobHeartbeat(ctx, driver.HeartbeatParams{FenceParams: f})
+	return res.CancelRequested, err
+}
+
+// complete stores a successful result through the batching completer.
+func (b *localBackend) complete(_ context.Context, f driver.FenceParams, result json.RawMessage) error {
+	c := completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: make(chan driver.JobOutcome, 1)}
+	b.completions <- c
+	return (<-c.reply).Err
+}
+
+func (b *localBackend) fail(ctx context.Context, f driver.FenceParams, fl failure) (bool, error) {
+	j, err := b.drv.JobFail(ctx, driver.FailParams{
+		FenceParams: f, Error: fl.err, Stack: fl.stack, Permanent: fl.permanent, RetryDelay: fl.retryDelay,
+	})
+	if err != nil {
+		return false, err
+	}
+	return j.Status == StatusFailed, nil
+}
+
+func (b *localBackend) snooze(ctx context.Context, f driver.FenceParams, d time.Duration) error {
+	_, err := b.drv.JobSnooze(ctx, driver.SnoozeParams{FenceParams: f, Delay: d})
+	return err
+}
+
+// completer writes completions in batches: whatever is waiting when a batch starts
+// goes into one transaction, so batching adds no delay when the worker is idle.
+func (b *localBackend) completer() {
+	defer b.completerWG.Done()
+	for first := range b.completions {
+		batch := []completion{first}
+	fill:
+		for len(batch) < b.w.cfg.CompletionBatch {
+			select {
+			case c, ok := <-b.completions:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		params := make([]driver.CompleteParams, len(batch))
+		for i, c := range batch {
+			params[i] = c.p
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		outs := b.drv.JobCompleteMany(ctx, params)
+		cancel()
+		for i, c := range batch {
+			c.reply <- outs[i]
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package drover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// outcome is what a handler produced.
+type outcome struct {
+	result any
+	err    error
+}
+
+// execute runs one started job to a reported end.
+func (w *Worker) execute(job *Job) {
+	began := time.Now()
+	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
+	log := w.log.With("job", job.ID, "kind", job.Kind, "attempt", job.Attempt)
+	h := w.cfg.Workers.get(job.Kind)
+	timeout := job.Timeout
+	if timeout == 0 && h != nil {
+		timeout = h.timeout
+	}
+	if timeout == 0 {
+		timeout = w.cfg.DefaultTimeout
+	}
+	ctx, cancel := context.WithCancelCause(w.jobsCtx)
+	defer cancel(nil)
+	if timeout > 0 {
+		var cancelT context.CancelFunc
+		ctx, cancelT = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w after %s", errHandlerTimeout, timeout))
+		defer cancelT()
+	}
+
+	hbStop := make(chan struct{})
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); w.heartbeat(fence, cancel, hbStop) }()
+
+	o := w.run(ctx, h, job)
+	close(hbStop)
+	<-hbDone
+
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errLeaseLost), errors.Is(cause, errCanceled):
+		// The job is no longer ours: whatever we report would be rejected.
+		w.stats.LeaseLost.Add(1)
+		w.observeLeaseLost(job)
+		log.Info("handler stopped", "reason", cause)
+		return
+	case o.err == nil && errors.Is(cause, errShutdown):
+		// Finished despite the hard stop: the result is real, keep it.
+	case errors.Is(cause, errShutdown):
+		o.err = fmt.Errorf("%w: %v", errShutdown, o.err)
+	case o.err != nil && errors.Is(cause, errHandlerTimeout):
+		o.err = fmt.Errorf("%v: %w", cause, o.err)
+	}
+	w.report(log, job, h, fence, o, began)
+}
+
+// run calls the handler, turning a panic into an error with its stack, and gives
+// up on a handler that does not return within TimeoutGrace after its context ended.
+func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
+	if h == nil {
+		return outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, job.Kind)}
+	}
+	ch := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				ch <- outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}}
+			}
+		}()
+		res, err := h.run(ctx, job)
+		ch <- outcome{res, err}
+	}()
+	select {
+	case o := <-ch:
+		return o
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(w.cfg.TimeoutGrace)
+	defer grace.Stop()
+	select {
+	case o := <-ch:
+		return o
+	case <-grace.C:
+		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended (%v); abandoned",
+			w.cfg.TimeoutGrace, context.Cause(ctx))}
+	}
+}
+
+// heartbeat extends the lease until stop closes. It cancels the handler when the
+// job was canceled, when the lease is lost, or when the lease may have expired
+// because heartbeats kept failing: past that point another worker may own the job.
+func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, c := context.WithTimeout(context.Background(), w.cfg.HeartbeatInterval)
+		cancelRequested, err := w.be.heartbeat(ctx, fence)
+		c()
+		switch {
+		case err == nil && cancelRequested:
+			cancel(errCanceled)
+			return
+		case err == nil:
+			lastOK = time.Now()
+		case errors.Is(err, driver.ErrLeaseLost), errors.Is(err, driver.ErrNotFound):
+			cancel(fmt.Errorf("%w: %v", errLeaseLost, err))
+			return
+		default:
+			w.log.Warn("heartbeat failed", "job", fence.ID, "err", err)
+			if time.Since(lastOK) > w.cfg.LeaseDuration-w.cfg.HeartbeatInterval {
+				cancel(fmt.Errorf("%w: no successful heartbeat for %s", errLeaseLost, time.Since(lastOK).Round(time.Millisecond)))
+				return
+			}
+		}
+	}
+}
+
+// report writes the outcome, retrying transient errors with the same request_id
+// (so a write that committed before its answer was lost is not applied twice)
+// until the lease would have expired. An answer that says retrying cannot help —
+// the lease is lost, or the server refused the request — ends it at once.
+func (w *Worker) report(log interface {
+	Warn(string, ...any)
+	Error(string, ...any)
+	Info(string, ...any)
+}, job *Job, h *kindHandler, fence driver.FenceParams, o outcome, began time.Time) {
+	fence.RequestID = uuid.NewString()
+	deadline := time.Now().Add(w.cfg.LeaseDuration)
+	var snooze *snoozeError
+	var perm *permanentError
+	var panicErr *PanicError
+	var result json.RawMessage
+	if o.err == nil {
+		var err error
+		if result, err = json.Marshal(o.result); err != nil {
+			o.err = Permanent(fmt.Errorf("encode result of kind %q: %w", job.Kind, err))
+		} else if err = driver.CheckJSON("result", result); err != nil {
+			// Retrying would only fail the same way; say why, once.
+			o.err = Permanent(fmt.Errorf("result of kind %q cannot be stored: %w", job.Kind, err))
+		}
+	}
+	var outcome string
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		var err error
+		switch {
+		case o.err == nil:
+			err = w.be.complete(ctx, fence, result)
+			if err == nil {
+				w.stats.Succeeded.Add(1)
+				outcome = "succeeded"
+			}
+		case errors.As(o.err, &snooze):
+			err = w.be.snooze(ctx, fence, snooze.d)
+			if err == nil {
+				w.stats.Snoozed.Add(1)
+				outcome = "snoozed"
+			}
+		default:
+			backoff := w.cfg.Backoff
+			if h != nil && h.backoff != nil {
+				backoff = h.backoff
+			}
+			f := failure{
+				err: driver.CleanText(o.err.Error()), permanent: errors.As(o.err, &perm),
+				retryDelay: backoff(job.Executions), // added to the database clock, never ours
+			}
+			if errors.Is(o.err, errShutdown) {
+				f.retryDelay = 0 // interrupted, not failing: another worker may take it at once
+			}
+			if errors.As(o.err, &panicErr) {
+				f.stack = driver.CleanText(panicErr.Stack)
+			}
+			var dead bool
+			dead, err = w.be.fail(ctx, fence, f)
+			if err == nil && dead {
+				w.stats.Failed.Add(1)
+				outcome = "failed"
+			} else if err == nil {
+				w.stats.Retried.Add(1)
+				outcome = "retried"
+			}
+		}
+		cancel()
+		if err == nil {
+			log.Info("job finished", "outcome", outcomeName(o.err), "took", time.Since(began).Round(time.Microsecond))
+			if obs := w.cfg.Observer; obs != nil {
+				obs.Finished(job, outcome, time.Since(began))
+			}
+			return
+		}
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+			w.stats.LeaseLost.Add(1)
+			w.observeLeaseLost(job)
+			log.Warn("result rejected: the lease was lost", "err", err)
+			return
+		}
+		if !retryable(err) {
+			log.Error("result refused; the job will be retried after its lease expires", "err", err)
+			return
+		}
+		if time.Now().Add(wait).After(deadline) {
+			log.Error("could not record the result; the job will be retried after its lease expires", "err", err)
+			return
+		}
+		log.Warn("recording the result failed; retrying", "err", err)
+		time.Sleep(wait) // backoff between attempts to reach the store
+	}
+}
+
+func outcomeName(err error) string {
+	var snooze *snoozeError
+	var perm *permanentError
+	switch {
+	case err == nil:
+		return "succeeded"
+	case errors.As(err, &snooze):
+		return "snoozed"
+	case errors.As(err, &perm):
+		return "failed permanently: " + err.Error()
+	}
+	return "error: " + err.Error()
+}
+
+func (w *Worker) observeLeaseLost(job *Job) {
+	if obs := w.cfg.Observer; obs != nil {
+		obs.LeaseLost(job)
+	}
+}
