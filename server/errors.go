@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// Error codes of the API.
+const (
+	CodeInvalidArgument   = "invalid_argument"
+	CodeUnauthorized      = "unauthorized"
+	CodeForbidden         = "forbidden"
+	CodeNotFound          = "not_found"
+	CodeMethodNotAllowed  = "method_not_allowed"
+	CodeLeaseLost         = "lease_lost"
+	CodeConflict          = "conflict"
+	CodePayloadTooLarge   = "payload_too_large"
+	CodeInvalidTransition = "invalid_transition"
+	CodeUnavailable       = "unavailable"
+	CodeInternal          = "internal"
+)
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(format string, a ...any) error {
+	return &apiError{http.StatusBadRequest, CodeInvalidArgument, fmt.Sprintf(format, a...)}
+}
+
+// errorBody is the JSON shape of every error.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// classify maps an error to its status and code. Unknown errors are internal and
+// their text is not shown (it may hold database details).
+func classify(err error) *apiError {
+	var ae *apiError
+	var ve *driver.ValidationError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &mbe):
+		return &apiError{http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
+			fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+	case errors.As(err, &ve) && ve.TooLarge:
+		return &apiError{http.StatusRequestEntityTooLarge, CodePayloadTooLarge, ve.Error()}
+	case errors.As(err, &ve):
+		return &apiError{http.StatusBadRequest, CodeInvalidArgument, ve.Error()}
+	case errors.Is(err, driver.ErrNotFound):
+		return &apiError{http.StatusNotFound, CodeNotFound, err.Error()}
+	case errors.Is(err, driver.ErrLeaseLost):
+		return &apiError{http.StatusConflict, CodeLeaseLost, err.Error()}
+	case errors.Is(err, driver.ErrInvalidTransition):
+		return &apiError{http.StatusUnprocessableEntity, CodeInvalidTransition, err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "the database did not answer in time"}
+	case unavailable(err):
+		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, "the database is unavailable; retry"}
+	}
+	return &apiError{http.StatusInternalServerError, CodeInternal, "internal error"}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		return // the client went away; nobody reads an answer, and it is not our fault
+	}
+	ae := classify(err)
+	if ae.status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message = ae.code, ae.message
+	writeJSON(w, ae.status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decode reads one JSON object into v, strictly: unknown fields, trailing data,
+// wrong types and malformed JSON are 400s that name what was wrong. The body is
+// JSON whatever the Content-Type says, so `curl -d '{…}'` works as typed.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("request body has data after the JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.Is(err, io.EOF):
+		return badRequest("request body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("request body is truncated JSON")
+	case errors.As(err, &syn):
+		return badRequest("request body is not valid JSON (at byte %d): %s", syn.Offset, syn.Error())
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest("request body must be a JSON object, got %s", typ.Value)
+		}
+		return badRequest("invalid %s: got %s, want %s", typ.Field, typ.Value, jsonKind(typ.Type.String()))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return badRequest("invalid request body: %v", err)
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case strings.Contains(goType, "int"), strings.Contains(goType, "float"):
+		return "a number"
+	case strings.Contains(goType, "string"):
+		return "a string"
+	case strings.Contains(goType, "bool"):
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"), strings.HasPrefix(goType, "*[]"):
+		return "an array"
+	}
+	return "a " + goType
+}
+
+// unavailable reports errors that mean the database cannot be reached right now
+// (connection refused or cut, server shutting down or starting): a 503 the client
+// may retry, not a fault of the request or the server.
+func unavailable(err error) bool {
+	var ne net.Error
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case errors.As(err, &pe):
+		// 08xxx connection exceptions, 57P01-57P03 admin/crash shutdown, cannot connect now.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "connection reset") ||
+		strings.Contains(msg, "broken pipe") || strings.Contains(msg, "database is locked")
+}

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+)
+
+// metrics holds the server's Prometheus collectors in a registry of its own, so
+// two servers in one process (tests) do not collide.
+type metrics struct {
+	reg         *prometheus.Registry
+	claims      *prometheus.CounterVec
+	completions *prometheus.CounterVec
+	leaseLosses prometheus.Counter
+	handler     *prometheus.HistogramVec
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	handlerHTTP http.Handler
+}
+
+func newMetrics(drv driver.Driver) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.claims = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "drover_claims_total", Help: "Jobs claimed and started, by queue.",
+	}, []string{"queue"})
+	m.completions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "drover_completions_total",
+		Help: "Reported outcomes, by queue and outcome (succeeded, retried, failed, snoozed).",
+	}, []string{"queue", "outcome"})
+	m.leaseLosses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drover_lease_lost_total", Help: "Heartbeats and reports rejected because the lease was lost.",
+	})
+	m.handler = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "drover_handler_duration_seconds", Help: "Time from start to reported outcome, by kind and outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"kind", "outcome"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "drover_http_requests_total", Help: "HTTP requests, by route and status code.",
+	}, []string{"route", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "drover_http_request_duration_seconds", Help: "HTTP request latency, by route.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"route"})
+	m.reg.MustRegister(m.claims, m.completions, m.leaseLosses, m.handler, m.requests, m.latency,
+		&jobsCollector{drv: drv}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handlerHTTP = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+func (m *metrics) request(route string, code int, took time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(route).Observe(took.Seconds())
+}
+
+func (m *metrics) claimed(queue string) { m.claims.WithLabelValues(queue).Inc() }
+func (m *metrics) leaseLost()           { m.leaseLosses.Inc() }
+
+// finished records a reported outcome and how long the job ran.
+func (m *metrics) finished(j *drover.Job, status string, snoozed bool) {
+	outcome := status
+	switch {
+	case snoozed:
+		outcome = "snoozed"
+	case j.Status == drover.StatusQueued:
+		outcome = "retried"
+	case j.Status == drover.StatusFailed:
+		outcome = "failed"
+	}
+	m.completions.WithLabelValues(j.Queue, outcome).Inc()
+	if j.StartedAt != nil {
+		m.handler.WithLabelValues(j.Kind, outcome).Observe(time.Since(*j.StartedAt).Seconds())
+	}
+}
+
+// Metrics lets an in-process worker report into the server's metrics: it is a
+// drover.Observer (WorkerConfig.Observer).
+type Metrics struct{ m *metrics }
+
+var _ drover.Observer = (*Metrics)(nil)
+
+// Claimed counts n jobs claimed from queue.
+func (x *Metrics) Claimed(queue string, n int) { x.m.claims.WithLabelValues(queue).Add(float64(n)) }
+
+// Finished records the outcome (succeeded, retried, failed, snoozed) of a job that
+// ran for took.
+func (x *Metrics) Finished(j *drover.Job, outcome string, took time.Duration) {
+	x.m.completions.WithLabelValues(j.Queue, outcome).Inc()
+	x.m.handler.WithLabelValues(j.Kind, outcome).Observe(took.Seconds())
+}
+
+// LeaseLost counts a job the worker lost.
+func (x *Metrics) LeaseLost(*drover.Job) { x.m.leaseLosses.Inc() }
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	s.metrics.handlerHTTP.ServeHTTP(w, r)
+	return nil
+}
+
+// jobsCollector reports drover_jobs{queue,status} from the database at scrape time.
+type jobsCollector struct{ drv driver.Driver }
+
+var jobsDesc = prometheus.NewDesc("drover_jobs", "Jobs in the database, by queue and status.", []string{"queue", "status"}, nil)
+
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc }
+
+func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qs, err := c.drv.QueueList(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
+		return
+	}
+	for _, q := range qs {
+		for st, n := range q.Counts {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), q.Name, string(st))
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+)
+
+// Task is a claimed and started job as the worker protocol hands it out.
+type Task struct {
+	TaskID         int64           `json:"task_id"`
+	Attempt        int             `json:"attempt"`
+	LeaseToken     string          `json:"lease_token"`
+	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
+	Kind           string          `json:"kind"`
+	Args           json.RawMessage `json:"args"`
+	TimeoutSeconds *float64        `json:"timeout_seconds"`
+	Queue          string          `json:"queue"`
+	Priority       int             `json:"priority"`
+	CreatedAt      time.Time       `json:"created_at"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Executions     int             `json:"executions"`
+}
+
+func taskOf(j *drover.Job) Task {
+	t := Task{
+		TaskID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, Kind: j.Kind, Args: j.Args,
+		Queue: j.Queue, Priority: j.Priority, CreatedAt: j.CreatedAt, MaxAttempts: j.MaxAttempts, Executions: j.Executions,
+	}
+	if j.LeaseExpiresAt != nil {
+		t.LeaseExpiresAt = *j.LeaseExpiresAt
+	}
+	if j.Timeout > 0 {
+		s := j.Timeout.Seconds()
+		t.TimeoutSeconds = &s
+	}
+	return t
+}
+
+type claimRequest struct {
+	WorkerID    *string  `json:"worker_id"`
+	Queues      []string `json:"queues"`
+	TaskID      *int64   `json:"task_id"`
+	Limit       *int     `json:"limit"`
+	WaitSeconds *float64 `json:"wait_seconds"`
+}
+
+// taskClaim claims and starts up to limit jobs, or the one task_id names. When
+// nothing is ready it holds the request up to wait_seconds, trying again on every
+// wake-up of the requested queues and at least once a second (wake-ups are only
+// hints; a job whose run_at arrives sends none).
+func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
+	var req claimRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.WorkerID == nil || *req.WorkerID == "" {
+		return driver.Invalid("worker_id", "is required")
+	}
+	if len(*req.WorkerID) > 200 {
+		return driver.Invalid("worker_id", "%d bytes, at most 200", len(*req.WorkerID))
+	}
+	if err := checkText("worker_id", *req.WorkerID); err != nil {
+		return err
+	}
+	if len(req.Queues) == 0 && req.TaskID == nil {
+		return driver.Invalid("queues", "name at least one queue")
+	}
+	for _, q := range req.Queues {
+		if err := driver.ValidateName("queues", q); err != nil {
+			return err
+		}
+	}
+	p := driver.ClaimParams{Queues: req.Queues, Limit: 1, Owner: *req.WorkerID, LeaseDuration: s.cfg.LeaseDuration}
+	if req.TaskID != nil {
+		if *req.TaskID < 1 {
+			return driver.Invalid("task_id", "%d is not a job id", *req.TaskID)
+		}
+		p.ID = *req.TaskID
+	}
+	if req.Limit != nil {
+		if *req.Limit < 1 || *req.Limit > 100 {
+			return driver.Invalid("limit", "%d, must be 1 to 100", *req.Limit)
+		}
+		p.Limit = *req.Limit
+	}
+	var wait time.Duration
+	if req.WaitSeconds != nil {
+		ws := *req.WaitSeconds
+		if ws < 0 || math.IsNaN(ws) || ws > s.cfg.MaxWait.Seconds() {
+			return driver.Invalid("wait_seconds", "%v, must be 0 to %v", ws, s.cfg.MaxWait.Seconds())
+		}
+		wait = time.Duration(ws * float64(time.Second))
+	}
+	ctx := r.Context()
+	deadline := time.Now().Add(wait)
+	var wake <-chan struct{}
+	if wait > 0 && p.ID == 0 {
+		var cancel func()
+		wake, cancel = s.wake.subscribe(req.Queues)
+		defer cancel()
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil // the worker went away; claim nothing it cannot receive
+		}
+		tasks, err := s.claimAndStart(r, p)
+		if err != nil {
+			return err
+		}
+		if len(tasks) > 0 && ctx.Err() != nil {
+			// The worker left while we claimed: it will never run these, so give
+			// them back now (a zero snooze returns the execution) rather than let
+			// them sit running until the lease expires and cost an attempt.
+			s.giveBack(tasks)
+			return nil
+		}
+		remaining := time.Until(deadline)
+		if len(tasks) > 0 || wake == nil || remaining <= 0 {
+			writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
+			return nil
+		}
+		t := time.NewTimer(min(remaining, time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) ([]Task, error) {
+	p.Start = true // one statement: claimed and running, two events
+	jobs, err := s.drv.JobClaim(r.Context(), p)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]Task, 0, len(jobs))
+	for _, j := range jobs {
+		s.metrics.claimed(j.Queue)
+		tasks = append(tasks, taskOf(j))
+	}
+	return tasks, nil
+}
+
+// executions is how many times the task's job ran, counting this run, which is
+// what backoff grows with (as in the library worker); snoozes and claims that
+// never started do not count. If the job cannot be read, attempt bounds it.
+func (s *Server) executions(r *http.Request, f driver.FenceParams) int {
+	if j, err := s.drv.JobGet(r.Context(), f.ID); err == nil && j.Attempt == f.Attempt && j.Executions > 0 {
+		return j.Executions
+	}
+	return f.Attempt
+}
+
+func (s *Server) giveBack(tasks []Task) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LeaseDuration)
+	defer cancel()
+	for _, t := range tasks {
+		f := driver.FenceParams{ID: t.TaskID, Attempt: t.Attempt, LeaseToken: t.LeaseToken}
+		if _, err := s.drv.JobSnooze(ctx, driver.SnoozeParams{FenceParams: f}); err != nil {
+			s.log.Warn("could not give back a task claimed for a departed worker; its lease will expire", "task", t.TaskID, "err", err)
+		}
+	}
+}
+
+type fenceRequest struct {
+	TaskID     *int64  `json:"task_id"`
+	Attempt    *int    `json:"attempt"`
+	LeaseToken *string `json:"lease_token"`
+}
+
+func (f *fenceRequest) fence() (driver.FenceParams, error) {
+	switch {
+	case f.TaskID == nil || *f.TaskID < 1:
+		return driver.FenceParams{}, driver.Invalid("task_id", "is required (a positive integer)")
+	case f.Attempt == nil || *f.Attempt < 1:
+		return driver.FenceParams{}, driver.Invalid("attempt", "is required (the attempt the claim returned)")
+	case *f.Attempt > maxInt32:
+		return driver.FenceParams{}, driver.Invalid("attempt", "%d is not an attempt a claim returned", *f.Attempt)
+	case f.LeaseToken == nil || *f.LeaseToken == "":
+		return driver.FenceParams{}, driver.Invalid("lease_token", "is required (the token the claim returned)")
+	}
+	return driver.FenceParams{ID: *f.TaskID, Attempt: *f.Attempt, LeaseToken: *f.LeaseToken}, nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	var req fenceRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	f, err := req.fence()
+	if err != nil {
+		return err
+	}
+	f.LeaseDuration = s.cfg.LeaseDuration
+	res, err := s.drv.JobHeartbeat(r.Context(), driver.HeartbeatParams{FenceParams: f})
+	if err != nil {
+		if errors.Is(err, driver.ErrLeaseLost) {
+			s.metrics.leaseLost()
+		}
+		return err
+	}
+	var expires *time.Time
+	if !res.LeaseExpiresAt.IsZero() {
+		expires = &res.LeaseExpiresAt
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": expires, "cancel_requested": res.CancelRequested})
+	return nil
+}
+
+type completeRequest struct {
+	fenceRequest
+	Status        *string         `json:"status"`
+	Output        json.RawMessage `json:"output"`
+	Error         *string         `json:"error"`
+	Stack         *string         `json:"stack"`
+	SnoozeSeconds *float64        `json:"snooze_seconds"`
+	RequestID     *string         `json:"request_id"`
+}
+
+// taskComplete records a worker's outcome: succeeded (with output), failed (a
+// permanent failure: straight to the DLQ) or retry (the server picks the backoff,
+// and the attempt budget decides between retry and DLQ). snooze_seconds with
+// retry runs the job again later without using an attempt.
+func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
+	var req completeRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	f, err := req.fence()
+	if err != nil {
+		return err
+	}
+	if req.RequestID != nil {
+		if len(*req.RequestID) > 200 {
+			return driver.Invalid("request_id", "%d bytes, at most 200", len(*req.RequestID))
+		}
+		if err := checkText("request_id", *req.RequestID); err != nil {
+			return err
+		}
+		f.RequestID = *req.RequestID
+	}
+	if req.Status == nil {
+		return driver.Invalid("status", `is required: "succeeded", "failed" or "retry"`)
+	}
+	msg, stack := "", ""
+	if req.Error != nil {
+		msg = cleanText(*req.Error)
+	}
+	if req.Stack != nil {
+		stack = cleanText(*req.Stack)
+	}
+	if req.SnoozeSeconds != nil && *req.Status != "retry" {
+		return driver.Invalid("snooze_seconds", `goes with status "retry" only`)
+	}
+	var job *drover.Job
+	switch *req.Status {
+	case "succeeded":
+		if req.Error != nil {
+			return driver.Invalid("error", `must be absent when status is "succeeded"`)
+		}
+		if err := checkJSON("output", req.Output); err != nil {
+			return err
+		}
+		output := req.Output
+		if len(output) == 0 {
+			output = json.RawMessage("null")
+		}
+		job, err = s.drv.JobComplete(r.Context(), driver.CompleteParams{FenceParams: f, Result: output})
+	case "failed", "retry":
+		if msg == "" {
+			return driver.Invalid("error", "is required when status is %q", *req.Status)
+		}
+		if len(req.Output) > 0 && string(req.Output) != "null" {
+			return driver.Invalid("output", `goes with status "succeeded" only`)
+		}
+		if req.SnoozeSeconds != nil {
+			d := *req.SnoozeSeconds
+			if d < 0 || math.IsNaN(d) || d > 366*24*3600 {
+				return driver.Invalid("snooze_seconds", "%v, must be 0 to a year", d)
+			}
+			job, err = s.drv.JobSnooze(r.Context(), driver.SnoozeParams{FenceParams: f, Delay: time.Duration(d * float64(time.Second))})
+			break
+		}
+		job, err = s.drv.JobFail(r.Context(), driver.FailParams{
+			FenceParams: f, Error: msg, Stack: stack, Permanent: *req.Status == "failed",
+			RetryDelay: s.cfg.Backoff(s.executions(r, f)),
+		})
+	default:
+		return driver.Invalid("status", `%q, want "succeeded", "failed" or "retry"`, *req.Status)
+	}
+	if err != nil {
+		if errors.Is(err, driver.ErrLeaseLost) {
+			s.metrics.leaseLost()
+		}
+		return err
+	}
+	if !job.Replayed {
+		s.metrics.finished(job, *req.Status, req.SnoozeSeconds != nil)
+	}
+	writeJSON(w, http.StatusOK, job)
+	return nil
+}

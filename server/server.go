@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+)
+
+// DefaultAddr is where `drover server` and `drover dev` listen.
+const DefaultAddr = "127.0.0.1:7420"
+
+// Config configures a Server. Zero values take the defaults in brackets.
+type Config struct {
+	// AdminToken and WorkerToken enable bearer-token auth when either is set: the
+	// admin token opens every endpoint; the worker token only /internal/*.
+	// /healthz is always open.
+	AdminToken  string
+	WorkerToken string
+
+	LeaseDuration time.Duration  // lease given by task-claim and extended by heartbeats [30s]
+	MaxWait       time.Duration  // longest task-claim long-poll [60s]
+	MaxBodyBytes  int64          // request body limit [2×MaxPayloadBytes + 64 KiB]
+	Backoff       drover.Backoff // delay of a "retry" task-complete [drover.DefaultBackoff]
+	Logger        *slog.Logger
+	// IsLeader, when set, is reported by /healthz.
+	IsLeader func() bool
+	// MaxPayloadBytes must match the client's limit on args + metadata [1 MiB].
+	MaxPayloadBytes int
+}
+
+// Server is the HTTP API over one Drover database. It is an http.Handler.
+type Server struct {
+	client  *drover.Client
+	drv     driver.Driver
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	wake    *wakeHub
+	metrics *metrics
+	routes  []route
+}
+
+// route is one endpoint: its method, path pattern and who may call it.
+type route struct {
+	Method, Path string
+	Scope        scope
+}
+
+type scope int
+
+const (
+	scopeOpen   scope = iota // no token needed
+	scopeAdmin               // admin token
+	scopeWorker              // worker or admin token
+)
+
+// New returns a Server over the client's database. Call Close when done, to stop
+// the wake-up subscription.
+func New(client *drover.Client, cfg Config) *Server {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = 30 * time.Second
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 60 * time.Second
+	}
+	if cfg.MaxPayloadBytes == 0 {
+		cfg.MaxPayloadBytes = driver.DefaultMaxPayloadBytes
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 2*int64(cfg.MaxPayloadBytes) + 64<<10
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = drover.DefaultBackoff
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{client: client, drv: client.Driver(), cfg: cfg, log: log, mux: http.NewServeMux()}
+	s.wake = newWakeHub(s.drv, log)
+	s.metrics = newMetrics(s.drv)
+	s.routes = s.register()
+	return s
+}
+
+// Routes lists the endpoints the server serves (method and path pattern).
+func (s *Server) Routes() []route { return s.routes }
+
+// Metrics returns the server's metric hooks, for an in-process worker to report into.
+func (s *Server) Metrics() *Metrics { return &Metrics{s.metrics} }
+
+// Close stops background work.
+func (s *Server) Close() { s.wake.close() }
+
+func (s *Server) register() []route {
+	var routes []route
+	paths := map[string][]string{}
+	handle := func(method, path string, sc scope, h func(http.ResponseWriter, *http.Request) error) {
+		routes = append(routes, route{method, path, sc})
+		paths[path] = append(paths[path], method)
+		s.mux.Handle(method+" "+path, s.wrap(method+" "+path, sc, h))
+	}
+	handle("GET", "/healthz", scopeOpen, s.healthz)
+	handle("GET", "/metrics", scopeAdmin, s.serveMetrics)
+	handle("GET", "/openapi.json", scopeOpen, s.openapi)
+
+	handle("POST", "/jobs", scopeAdmin, s.enqueue)
+	handle("GET", "/jobs", scopeAdmin, s.listJobs)
+	handle("GET", "/jobs/{id}", scopeAdmin, s.getJob)
+	handle("GET", "/jobs/{id}/events", scopeAdmin, s.jobEvents)
+	handle("POST", "/jobs/{id}/cancel", scopeAdmin, s.cancelJob)
+	handle("GET", "/dlq", scopeAdmin, s.listDLQ)
+	handle("POST", "/dlq/{id}/requeue", scopeAdmin, s.requeueDLQ)
+	handle("DELETE", "/dlq", scopeAdmin, s.purgeDLQ)
+	handle("GET", "/queues", scopeAdmin, s.listQueues)
+	handle("POST", "/queues/{name}/pause", scopeAdmin, s.pauseQueue)
+	handle("POST", "/queues/{name}/resume", scopeAdmin, s.resumeQueue)
+
+	handle("POST", "/internal/task-claim", scopeWorker, s.taskClaim)
+	handle("POST", "/internal/heartbeat", scopeWorker, s.heartbeat)
+	handle("POST", "/internal/task-complete", scopeWorker, s.taskComplete)
+
+	// The standard mux answers unknown paths and wrong methods in plain text; these
+	// catch-alls answer in the API's JSON shape.
+	for path, methods := range paths {
+		allow := strings.Join(methods, ", ")
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			s.writeError(w, r, &apiError{http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+				fmt.Sprintf("%s %s is not allowed; use %s", r.Method, path, allow)})
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s", r.URL.Path)})
+	})
+	return routes
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// wrap adds auth, the body limit, panic recovery, metrics and a log line.
+func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("handler panicked", "route", name, "panic", p, "stack", string(debug.Stack()))
+				if !sw.wrote {
+					s.writeError(sw, r, fmt.Errorf("panic: %v", p))
+				}
+			}
+			s.metrics.request(name, sw.status, time.Since(start))
+			s.log.Debug("request", "route", name, "status", sw.status, "took", time.Since(start))
+		}()
+		if err := s.authorize(r, sc); err != nil {
+			s.writeError(sw, r, err)
+			return
+		}
+		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+		if err := h(sw, r); err != nil {
+			s.writeError(sw, r, err)
+		}
+	})
+}
+
+func (s *Server) authorize(r *http.Request, sc scope) error {
+	if sc == scopeOpen || (s.cfg.AdminToken == "" && s.cfg.WorkerToken == "") {
+		return nil
+	}
+	auth := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || token == "" {
+		return &apiError{http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <token>"}
+	}
+	if equal(token, s.cfg.AdminToken) {
+		return nil
+	}
+	if equal(token, s.cfg.WorkerToken) {
+		if sc == scopeWorker {
+			return nil
+		}
+		return &apiError{http.StatusForbidden, CodeForbidden, "the worker token may only call /internal/*"}
+	}
+	return &apiError{http.StatusUnauthorized, CodeUnauthorized, "invalid token"}
+}
+
+// equal compares in constant time; an unset token never matches.
+func equal(got, want string) bool {
+	if want == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// ListenConfig says where and how to serve.
+type ListenConfig struct {
+	Addr            string // [DefaultAddr]
+	TLSCertFile     string // TLS when both are set
+	TLSKeyFile      string
+	ShutdownTimeout time.Duration // [30s]
+	// Ready, if set, is called with the bound address once the listener is open.
+	Ready func(addr net.Addr)
+}
+
+// ListenAndServe serves h until ctx ends, then shuts down gracefully: it stops
+// accepting, lets requests in flight finish (long-polls end early), and returns.
+func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if lc.Addr == "" {
+		lc.Addr = DefaultAddr
+	}
+	if lc.ShutdownTimeout == 0 {
+		lc.ShutdownTimeout = 30 * time.Second
+	}
+	if (lc.TLSCertFile == "") != (lc.TLSKeyFile == "") {
+		return driver.Invalid("tls", "give both a certificate and a key file, or neither")
+	}
+	ln, err := net.Listen("tcp", lc.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", lc.Addr, err)
+	}
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      0, // long-polls hold responses; each handler bounds its own time
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	if lc.Ready != nil {
+		lc.Ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	var once sync.Once
+	go func() {
+		var err error
+		if lc.TLSCertFile != "" {
+			err = srv.ServeTLS(ln, lc.TLSCertFile, lc.TLSKeyFile)
+		} else {
+			err = srv.Serve(ln)
+		}
+		once.Do(func() { errc <- err })
+	}()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+	}
+	cancelBase() // ends long-polls so shutdown does not wait for them
+	sctx, cancel := context.WithTimeout(context.Background(), lc.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

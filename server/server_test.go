@@ -1,0 +1,105 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// newTestServer returns a Server over a fresh SQLite database private to tb.
+func newTestServer(tb testing.TB, cfg Config) *Server {
+	tb.Helper()
+	return newTestServerOn(tb, "sqlite", cfg)
+}
+
+// newTestServerOn returns a Server over a fresh database of kind private to tb.
+func newTestServerOn(tb testing.TB, kind string, cfg Config) *Server {
+	tb.Helper()
+	drv := testdb.Open(tb, kind)
+	c, err := drover.NewClient(drv, nil)
+	if err != nil {
+		tb.Fatalf("NewClient: %v", err)
+	}
+	s := New(c, cfg)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// call serves one request in process and returns the status and body.
+func call(tb testing.TB, h http.Handler, method, target, token string, body []byte) (int, http.Header, []byte) {
+	tb.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req := httptest.NewRequest(method, target, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code, rec.Header(), rec.Body.Bytes()
+}
+
+// checkErrorBody fails unless b is exactly {"error": {"code", "message"}} with
+// both set.
+func checkErrorBody(tb testing.TB, status int, hdr http.Header, b []byte) {
+	tb.Helper()
+	if ct := hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		tb.Errorf("status %d: Content-Type = %q, want application/json", status, ct)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var e errorBody
+	if err := dec.Decode(&e); err != nil {
+		tb.Fatalf("status %d: body is not the error shape: %v\n%s", status, err, b)
+	}
+	if e.Error.Code == "" || e.Error.Message == "" {
+		tb.Fatalf("status %d: error code or message empty: %s", status, b)
+	}
+}
+
+func TestErrorsAreJSON(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, Config{AdminToken: "admin", WorkerToken: "worker"})
+	tests := []struct {
+		method, target, token, body string
+		want                        int
+		code                        string
+	}{
+		{"GET", "/nope", "admin", "", 404, CodeNotFound},
+		{"PUT", "/jobs", "admin", "", 405, CodeMethodNotAllowed},
+		{"GET", "/jobs", "", "", 401, CodeUnauthorized},
+		{"GET", "/jobs", "wrong", "", 401, CodeUnauthorized},
+		{"GET", "/jobs", "worker", "", 403, CodeForbidden},
+		{"POST", "/jobs", "admin", `{}`, 400, CodeInvalidArgument},
+		{"POST", "/jobs", "admin", `{"kind":"k","bogus":1}`, 400, CodeInvalidArgument},
+		{"GET", "/jobs/abc", "admin", "", 400, CodeInvalidArgument},
+		{"GET", "/jobs/99", "admin", "", 404, CodeNotFound},
+		{"POST", "/internal/heartbeat", "worker", `{"task_id":1,"attempt":1,"lease_token":"x"}`, 404, CodeNotFound},
+		{"POST", "/jobs", "admin", `{"kind":"k","args":{"a":"` + strings.Repeat("x", 3<<20) + `"}}`, 413, CodePayloadTooLarge},
+	}
+	for _, tt := range tests {
+		status, hdr, body := call(t, s, tt.method, tt.target, tt.token, []byte(tt.body))
+		if status != tt.want {
+			t.Errorf("%s %s: status %d, want %d: %s", tt.method, tt.target, status, tt.want, body)
+			continue
+		}
+		checkErrorBody(t, status, hdr, body)
+		var e errorBody
+		_ = json.Unmarshal(body, &e)
+		if e.Error.Code != tt.code {
+			t.Errorf("%s %s: code %q, want %q", tt.method, tt.target, e.Error.Code, tt.code)
+		}
+	}
+	if status, _, _ := call(t, s, "GET", "/healthz", "", nil); status != 200 {
+		t.Errorf("GET /healthz without a token: %d, want 200 (always open)", status)
+	}
+}
