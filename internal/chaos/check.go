@@ -1,0 +1,291 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// history is everything the checker reads after the drain: the database's jobs,
+// events and effect log, the enqueuer's ledger, the workers' reports and the
+// fault log. The checker is a pure function of it (Jepsen's model: what went in
+// must have come out, once).
+type history struct {
+	Jobs    []*driver.Job
+	Events  map[int64][]lifecycle.Event
+	Effects []effect
+	Acks    []ack // "ok" lines: a worker's belief that it completed a job
+
+	Acked     map[int64]int64 // seq → job id of every acknowledged enqueue
+	Attempted map[int64]bool  // every seq ever sent (acknowledged or not)
+	Probes    map[int64]bool  // job ids of bad-input probes (checked on their own)
+	FarFuture map[int64]bool  // job ids expected to stay queued
+
+	Faults []fault
+	Lease  time.Duration
+}
+
+// effect is one row of the effect log: one execution of a KindWork handler.
+type effect struct {
+	Seq     int64
+	JobID   int64
+	Attempt int
+	Worker  string
+	Held    bool // the execution held the lease when it wrote the effect
+	At      time.Time
+}
+
+type ack struct {
+	JobID   int64
+	Attempt int
+	Worker  string
+}
+
+// fault is one injected fault and the incarnations it could have cut off.
+type fault struct {
+	Kind       string // kill, pause, db_restart, terminate, leader_kill
+	Targets    []string
+	All        bool // affects every process (database restart)
+	Start, End time.Time
+}
+
+func (f fault) affects(worker string) bool {
+	if f.All {
+		return true
+	}
+	for _, t := range f.Targets {
+		if t == worker {
+			return true
+		}
+	}
+	return false
+}
+
+// verdict holds the checks' counts; every field but the informational ones must be zero.
+type verdict struct {
+	Lost             int // acknowledged enqueue whose job is missing or not terminal
+	Failed           int // acknowledged KindWork job that ended other than succeeded
+	Unexpected       int // job in the database that no enqueue (nor probe) accounts for
+	Stuck            int // non-terminal after the drain (far-future probes excepted)
+	DupCompletions   int // more than one attempt completed (events or the workers' acks)
+	FalseAcks        int // a worker reported success for a job that did not succeed
+	LeaseOverlaps    int // a new attempt claimed while the previous one's lease was open
+	IllegalHistories int // CheckHistory or CheckInvariants failed
+	AttemptsOverMax  int // executions above max_attempts
+	MissingEffects   int // a KindWork job succeeded with no execution recorded
+	DupEffects       int // effect rows beyond one per job (allowed: at-least-once)
+	DupViolations    int // duplicate effects no kill, pause or database fault explains
+	Unleased         int // effects written without the lease (informational)
+	Indeterminate    int // enqueues never acknowledged (retried to the end)
+	Examples         []string
+}
+
+func (v *verdict) example(format string, a ...any) {
+	if len(v.Examples) < 20 {
+		v.Examples = append(v.Examples, fmt.Sprintf(format, a...))
+	}
+}
+
+// check computes the verdict of h.
+func check(h *history) verdict {
+	var v verdict
+	overMax := map[int64]bool{}
+	byID := make(map[int64]*driver.Job, len(h.Jobs))
+	for _, j := range h.Jobs {
+		byID[j.ID] = j
+	}
+	ledgerIDs := make(map[int64]int64, len(h.Acked))
+	for seq, id := range h.Acked {
+		ledgerIDs[id] = seq
+		j := byID[id]
+		switch {
+		case j == nil:
+			v.Lost++
+			v.example("lost: seq %d acknowledged as job %d, which is not in the database", seq, id)
+		case !j.Status.Terminal():
+			v.Lost++
+			v.example("lost: seq %d (job %d) is %s after the drain", seq, id, j.Status)
+		case j.Status != lifecycle.StatusSucceeded:
+			v.Failed++
+			v.example("failed: seq %d (job %d) ended %s: %s", seq, id, j.Status, j.Error)
+		}
+		if j != nil && seqOf(j) != seq {
+			v.Unexpected++
+			v.example("job %d has seq %d, the ledger says %d", id, seqOf(j), seq)
+		}
+	}
+	for seq := range h.Attempted {
+		if _, ok := h.Acked[seq]; !ok {
+			v.Indeterminate++
+		}
+	}
+	for _, j := range h.Jobs {
+		_, inLedger := ledgerIDs[j.ID]
+		if !inLedger && !h.Probes[j.ID] {
+			if s := seqOf(j); s < 0 || !h.Attempted[s] || h.Acked[s] != 0 {
+				v.Unexpected++
+				v.example("unexpected: job %d (%s, seq %d) was never enqueued by the harness", j.ID, j.Kind, s)
+			}
+		}
+		if !j.Status.Terminal() && !h.FarFuture[j.ID] {
+			v.Stuck++
+			v.example("stuck: job %d (%s) is %s after the drain", j.ID, j.Kind, j.Status)
+		}
+		if err := lifecycle.CheckInvariants(j.State()); err != nil {
+			v.IllegalHistories++
+			v.example("job %d breaks invariants: %v", j.ID, err)
+		} else if err := lifecycle.CheckHistory(h.Events[j.ID]); err != nil {
+			v.IllegalHistories++
+			v.example("job %d history: %v", j.ID, err)
+		}
+		if j.Executions > j.MaxAttempts {
+			overMax[j.ID] = true
+			v.example("job %d: %d executions, max_attempts %d", j.ID, j.Executions, j.MaxAttempts)
+		}
+	}
+
+	// Completions: the database's succeeded events and the workers' acks must name one attempt.
+	done := map[int64]map[int]bool{}
+	mark := func(id int64, attempt int) {
+		if done[id] == nil {
+			done[id] = map[int]bool{}
+		}
+		done[id][attempt] = true
+	}
+	for id, evs := range h.Events {
+		started := 0
+		for _, e := range evs {
+			switch e.Type {
+			case lifecycle.EventSucceeded:
+				mark(id, e.Attempt)
+			case lifecycle.EventStarted:
+				started++
+			}
+		}
+		if j := byID[id]; j != nil && started > j.MaxAttempts {
+			overMax[id] = true
+			v.example("job %d: started %d times, max_attempts %d", id, started, j.MaxAttempts)
+		}
+		v.LeaseOverlaps += leaseOverlaps(evs, &v)
+	}
+	v.AttemptsOverMax = len(overMax)
+	for _, a := range h.Acks {
+		mark(a.JobID, a.Attempt)
+		if j := byID[a.JobID]; j == nil || j.Status != lifecycle.StatusSucceeded {
+			v.FalseAcks++
+			v.example("false ack: %s reported job %d attempt %d succeeded; the job is not", a.Worker, a.JobID, a.Attempt)
+		}
+	}
+	for id, attempts := range done {
+		if len(attempts) > 1 {
+			v.DupCompletions++
+			v.example("job %d completed by attempts %v", id, keys(attempts))
+		}
+	}
+
+	// Side effects: one per job is the norm; each extra must be explained by a fault.
+	perJob := map[int64][]effect{}
+	for _, e := range h.Effects {
+		perJob[e.JobID] = append(perJob[e.JobID], e)
+		if !e.Held {
+			v.Unleased++
+		}
+	}
+	for _, j := range h.Jobs {
+		if j.Kind == KindWork && j.Status == lifecycle.StatusSucceeded && len(perJob[j.ID]) == 0 {
+			v.MissingEffects++
+			v.example("job %d succeeded but its handler never recorded an effect", j.ID)
+		}
+	}
+	window := 2*h.Lease + 2*time.Second
+	for id, effs := range perJob {
+		if len(effs) < 2 {
+			continue
+		}
+		v.DupEffects += len(effs) - 1
+		winner := -1
+		if j := byID[id]; j != nil && j.Status == lifecycle.StatusSucceeded {
+			winner = j.Attempt
+		}
+		sort.Slice(effs, func(a, b int) bool { return effs[a].At.Before(effs[b].At) })
+		keptWinner := false
+		for _, e := range effs {
+			if e.Attempt == winner && !keptWinner {
+				keptWinner = true
+				continue
+			}
+			if !explained(e, h.Faults, window) {
+				v.DupViolations++
+				v.example("duplicate effect of job %d attempt %d by %s at %s: no fault on that worker explains it",
+					id, e.Attempt, e.Worker, e.At.Format(time.StampMilli))
+			}
+		}
+	}
+	return v
+}
+
+// explained reports whether an extra execution's worker was hit by a fault near
+// the time of the effect: killed or paused, its connections cut, the database
+// restarted, or its server killed.
+func explained(e effect, faults []fault, window time.Duration) bool {
+	for _, f := range faults {
+		if f.affects(e.Worker) && !e.At.Before(f.Start.Add(-window)) && !e.At.After(f.End.Add(window)) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseOverlaps replays one job's events: an attempt's lease is open from its
+// claim until the event that ends it; a claim while another attempt's lease is
+// open, or dated before that lease ended, is an overlap.
+func leaseOverlaps(evs []lifecycle.Event, v *verdict) int {
+	n := 0
+	open := false
+	var openAttempt int
+	var lastEnd time.Time
+	for _, e := range evs {
+		switch e.Type {
+		case lifecycle.EventClaimed:
+			if open && e.Attempt != openAttempt {
+				n++
+				v.example("job %d: attempt %d claimed while attempt %d still held the lease", e.JobID, e.Attempt, openAttempt)
+			} else if e.At.Before(lastEnd) {
+				n++
+				v.example("job %d: attempt %d claimed at %s, before the previous lease ended at %s",
+					e.JobID, e.Attempt, e.At.Format(time.StampMicro), lastEnd.Format(time.StampMicro))
+			}
+			open, openAttempt = true, e.Attempt
+		case lifecycle.EventStalled, lifecycle.EventSucceeded, lifecycle.EventFailed, lifecycle.EventRetried,
+			lifecycle.EventCanceled, lifecycle.EventUnclaimed, lifecycle.EventSnoozed, lifecycle.EventWaiting:
+			if open && e.Attempt == openAttempt {
+				open = false
+				lastEnd = e.At
+			}
+		}
+	}
+	return n
+}
+
+// seqOf returns the seq in a KindWork job's args, or -1.
+func seqOf(j *driver.Job) int64 {
+	var a struct {
+		Seq *int64 `json:"seq"`
+	}
+	if j.Kind != KindWork || jsonUnmarshal(j.Args, &a) != nil || a.Seq == nil {
+		return -1
+	}
+	return *a.Seq
+}
+
+func keys(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}

@@ -1,0 +1,155 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// okJob is a succeeded KindWork job with seq and a clean history: claimed and
+// completed by attempt `attempts` after attempts-1 stalls.
+func okJob(id, seq int64, attempts int) (*driver.Job, []lifecycle.Event) {
+	args, _ := json.Marshal(workArgs{Seq: seq})
+	fin := at(1000 * attempts)
+	j := &driver.Job{ID: id, Kind: KindWork, Queue: "default", Status: lifecycle.StatusSucceeded, Args: args,
+		Attempt: attempts, Executions: attempts, MaxAttempts: 25, Result: json.RawMessage(`{}`), FinishedAt: &fin}
+	evs := []lifecycle.Event{{JobID: id, Seq: 1, Type: lifecycle.EventEnqueued, To: lifecycle.StatusQueued, At: at(0)}}
+	s := int64(1)
+	add := func(typ lifecycle.EventType, from, to lifecycle.Status, attempt, ms int) {
+		s++
+		evs = append(evs, lifecycle.Event{JobID: id, Seq: s, Type: typ, From: from, To: to, Attempt: attempt, At: at(ms)})
+	}
+	for a := 1; a <= attempts; a++ {
+		base := 1000 * (a - 1)
+		from := lifecycle.StatusQueued
+		add(lifecycle.EventClaimed, from, lifecycle.StatusClaimed, a, base+10)
+		add(lifecycle.EventStarted, lifecycle.StatusClaimed, lifecycle.StatusRunning, a, base+11)
+		if a < attempts {
+			add(lifecycle.EventStalled, lifecycle.StatusRunning, lifecycle.StatusStalled, a, base+900)
+			add(lifecycle.EventRequeued, lifecycle.StatusStalled, lifecycle.StatusQueued, a, base+901)
+		} else {
+			add(lifecycle.EventSucceeded, lifecycle.StatusRunning, lifecycle.StatusSucceeded, a, base+20)
+		}
+	}
+	return j, evs
+}
+
+// base is a clean history of three jobs, one of which ran twice after a kill.
+func base() *history {
+	h := &history{Events: map[int64][]lifecycle.Event{}, Acked: map[int64]int64{}, Attempted: map[int64]bool{},
+		Probes: map[int64]bool{}, FarFuture: map[int64]bool{}, Lease: time.Second}
+	for i, attempts := range []int{1, 1, 2} {
+		id, seq := int64(i+1), int64(i+1)
+		j, evs := okJob(id, seq, attempts)
+		h.Jobs = append(h.Jobs, j)
+		h.Events[id] = evs
+		h.Acked[seq], h.Attempted[seq] = id, true
+		for a := 1; a <= attempts; a++ {
+			h.Effects = append(h.Effects, effect{Seq: seq, JobID: id, Attempt: a, Worker: fmt.Sprintf("w.%d", a), Held: true, At: at(1000*(a-1) + 12)})
+		}
+		h.Acks = append(h.Acks, ack{JobID: id, Attempt: attempts, Worker: "w.1"})
+	}
+	h.Faults = []fault{{Kind: "kill", Targets: []string{"w.1"}, Start: at(100), End: at(150)}}
+	return h
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(h *history)
+		want   func(v verdict) int // the count that must be 1 (others stay as in the clean case)
+		field  string
+	}{
+		{"lost: acknowledged, never terminal", func(h *history) {
+			h.Jobs[0].Status, h.Jobs[0].Result = lifecycle.StatusQueued, nil
+			h.Events[1] = h.Events[1][:1]
+			h.Acks = h.Acks[1:]
+			h.Effects = h.Effects[1:]
+		}, func(v verdict) int { return v.Lost }, "lost"},
+		{"lost: acknowledged, not in the database", func(h *history) {
+			h.Acked[99], h.Attempted[99] = 99, true
+		}, func(v verdict) int { return v.Lost }, "lost"},
+		{"unexpected job", func(h *history) {
+			j, evs := okJob(7, 77, 1)
+			h.Jobs = append(h.Jobs, j)
+			h.Events[7] = evs
+			h.Effects = append(h.Effects, effect{Seq: 77, JobID: 7, Attempt: 1, Worker: "w.1", Held: true, At: at(12)})
+		}, func(v verdict) int { return v.Unexpected }, "unexpected"},
+		{"two attempts acknowledged as completed", func(h *history) {
+			h.Acks = append(h.Acks, ack{JobID: 3, Attempt: 1, Worker: "w.1"})
+		}, func(v verdict) int { return v.DupCompletions }, "dup_completions"},
+		{"claimed while another attempt held the lease", func(h *history) {
+			evs := h.Events[3]
+			// drop the stall and requeue of attempt 1: attempt 2 is claimed over it
+			h.Events[3] = append(append([]lifecycle.Event{}, evs[:3]...), evs[5:]...)
+			h.Events[3][3].From = lifecycle.StatusRunning
+		}, func(v verdict) int { return v.LeaseOverlaps }, "lease_overlaps"},
+		{"illegal history", func(h *history) {
+			h.Events[2][2].Attempt = 5
+		}, func(v verdict) int { return v.IllegalHistories }, "illegal_histories"},
+		{"executions above max_attempts", func(h *history) {
+			h.Jobs[2].MaxAttempts = 1
+		}, func(v verdict) int { return v.AttemptsOverMax }, "attempts_over_max"},
+		{"duplicate effect no fault explains", func(h *history) {
+			h.Faults = nil
+		}, func(v verdict) int { return v.DupViolations }, "dup_effect_violations"},
+		{"succeeded without an effect", func(h *history) {
+			h.Effects = h.Effects[1:]
+		}, func(v verdict) int { return v.MissingEffects }, "missing_effects"},
+	}
+	clean := check(base())
+	if clean.Lost+clean.Unexpected+clean.Stuck+clean.DupCompletions+clean.LeaseOverlaps+clean.IllegalHistories+
+		clean.AttemptsOverMax+clean.DupViolations+clean.MissingEffects+clean.FalseAcks+clean.Failed != 0 {
+		t.Fatalf("clean history: %+v", clean)
+	}
+	if clean.DupEffects != 1 {
+		t.Fatalf("clean history: dup_effects = %d, want 1 (job 3 ran twice, explained by the kill)", clean.DupEffects)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := base()
+			tt.mutate(h)
+			v := check(h)
+			if got := tt.want(v); got != 1 {
+				t.Errorf("%s = %d, want 1; verdict %+v", tt.field, got, v)
+			}
+		})
+	}
+}
+
+func TestFaultExplains(t *testing.T) {
+	f := []fault{{Kind: "pause", Targets: []string{"a.1"}, Start: at(0), End: at(4000)}, {Kind: "db_restart", All: true, Start: at(60000), End: at(61000)}}
+	for _, tt := range []struct {
+		e    effect
+		want bool
+	}{
+		{effect{Worker: "a.1", At: at(3000)}, true},
+		{effect{Worker: "a.2", At: at(3000)}, false},
+		{effect{Worker: "a.1", At: at(30000)}, false},
+		{effect{Worker: "b.1", At: at(59000)}, true},
+	} {
+		if got := explained(tt.e, f, 2*time.Second); got != tt.want {
+			t.Errorf("explained(%s at %s) = %t, want %t", tt.e.Worker, tt.e.At.Sub(t0), got, tt.want)
+		}
+	}
+}
+
+func TestSummaryFailures(t *testing.T) {
+	s := &Summary{Jobs: 10, Pauses: 2, StaleRejected: 2}
+	if f := s.Failures(); len(f) != 0 {
+		t.Fatalf("clean summary fails: %v", f)
+	}
+	s.StaleRejected = 1
+	s.LeaseOverlaps = 1
+	if f := s.Failures(); len(f) != 2 {
+		t.Fatalf("failures = %v, want lease_overlaps and stale_rejected", f)
+	}
+}

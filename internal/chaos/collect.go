@@ -1,0 +1,145 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// checkAll reads the database, the ledger and the processes' reports, runs the
+// checks and fills the summary.
+func (h *harness) checkAll(ctx context.Context) error {
+	hist, err := h.collect(ctx)
+	if err != nil {
+		return err
+	}
+	v := check(hist)
+	s := &h.summary
+	s.Jobs = len(hist.Acked)
+	s.Indeterminate = v.Indeterminate
+	s.Lost, s.Failed, s.Unexpected, s.Stuck = v.Lost, v.Failed, v.Unexpected, v.Stuck
+	s.DupCompletions, s.FalseAcks, s.LeaseOverlaps = v.DupCompletions, v.FalseAcks, v.LeaseOverlaps
+	s.IllegalHistories, s.AttemptsOverMax, s.MissingEffects = v.IllegalHistories, v.AttemptsOverMax, v.MissingEffects
+	s.DupEffects, s.DupViolations, s.Unleased = v.DupEffects, v.DupViolations, v.Unleased
+	s.Problems = append(s.Problems, v.Examples...)
+
+	overlaps, changes, ex := h.leaderCheck()
+	s.LeaderOverlaps, s.LeaderChanges = overlaps, changes
+	s.Problems = append(s.Problems, ex...)
+
+	byID := map[int64]*driver.Job{}
+	for _, j := range hist.Jobs {
+		byID[j.ID] = j
+	}
+	for id, expect := range h.probes.expect {
+		j := byID[id]
+		if j == nil {
+			h.probes.fail("probe job %d is gone", id)
+			continue
+		}
+		if err := expect(j); err != nil {
+			h.probes.fail("probe job %d (%s): %v", id, j.Kind, err)
+		}
+	}
+	s.ProbeFailures = len(h.probes.failures)
+	s.Problems = append(s.Problems, h.probes.failures...)
+	if h.led.refused > 0 {
+		s.Problems = append(s.Problems, fmt.Sprintf("%d valid enqueues were refused", h.led.refused))
+	}
+
+	for _, a := range hist.Acks {
+		if strings.HasPrefix(a.Worker, "skew-") {
+			s.SkewJobs++
+		}
+	}
+	if h.prof.skewWorkers > 0 && s.SkewJobs == 0 {
+		s.Problems = append(s.Problems, "the clock-skewed workers completed no job")
+		s.ProbeFailures++
+	}
+	for _, p := range h.pausesDone {
+		if p.rejected == 0 {
+			s.Problems = append(s.Problems, fmt.Sprintf("pause of %s: no late write was seen refused", p.id))
+		}
+	}
+	return nil
+}
+
+// collect loads everything the checker reads.
+func (h *harness) collect(ctx context.Context) (*history, error) {
+	hist := &history{
+		Events: map[int64][]lifecycle.Event{}, Acked: h.led.acked, Attempted: h.led.attempted,
+		Probes: h.probes.ids, FarFuture: h.probes.farFuture, Faults: h.faults, Lease: h.prof.lease,
+	}
+	var after int64
+	for {
+		page, err := h.drv.JobList(ctx, driver.ListParams{AfterID: after, Limit: 1000, Ascending: true})
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		hist.Jobs = append(hist.Jobs, page...)
+		if len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+
+	micros := func(col string) string {
+		if h.pg != nil {
+			return "(extract(epoch from " + col + ")*1000000)::bigint"
+		}
+		return col
+	}
+	rows, err := h.sqlDB.QueryContext(ctx, `SELECT job_id, seq, type, COALESCE(from_status, ''), to_status, `+micros("at")+`,
+actor, COALESCE(request_id, ''), attempt FROM drover_job_events ORDER BY job_id, seq`)
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	for rows.Next() {
+		var e lifecycle.Event
+		var at int64
+		if err := rows.Scan(&e.JobID, &e.Seq, &e.Type, &e.From, &e.To, &at, &e.Actor, &e.RequestID, &e.Attempt); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		e.At = time.UnixMicro(at)
+		hist.Events[e.JobID] = append(hist.Events[e.JobID], e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	rows, err = h.sqlDB.QueryContext(ctx, `SELECT seq, job_id, attempt, worker_id, held, `+micros("at")+` FROM chaos_effects ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read effects: %w", err)
+	}
+	for rows.Next() {
+		var e effect
+		var at int64
+		if err := rows.Scan(&e.Seq, &e.JobID, &e.Attempt, &e.Worker, &e.Held, &at); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		e.At = time.UnixMicro(at)
+		hist.Effects = append(hist.Effects, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	lines, _ := h.lines.since(0)
+	for _, l := range lines {
+		if len(l.Fields) == 3 && l.Fields[0] == "ok" {
+			id, _ := strconv.ParseInt(l.Fields[1], 10, 64)
+			attempt, _ := strconv.Atoi(l.Fields[2])
+			hist.Acks = append(hist.Acks, ack{JobID: id, Attempt: attempt, Worker: l.Proc})
+		}
+	}
+	return hist, nil
+}

@@ -1,0 +1,360 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// phases runs the fault schedule, drains and checks.
+func (h *harness) phases(ctx context.Context) error {
+	p := h.prof
+	enqCtx, stopEnq := context.WithCancel(ctx)
+	defer stopEnq()
+	enq := h.startEnqueuer(enqCtx)
+
+	h.logf("phase 1: baseline load for %s", p.baseline)
+	if err := pace(ctx, p.baseline); err != nil {
+		return err
+	}
+
+	h.logf("phase 2: SIGKILL a random worker every %s, %d times", p.killEvery, p.kills)
+	slots := h.workerSlots()
+	var killable []string
+	for _, s := range slots {
+		if !strings.HasPrefix(s, "skew-") {
+			killable = append(killable, s)
+		}
+	}
+	for i := 0; i < p.kills; i++ {
+		if err := pace(ctx, p.killEvery); err != nil {
+			return err
+		}
+		if err := h.killSlot(ctx, killable[h.intn(len(killable))], "kill"); err != nil {
+			return err
+		}
+	}
+
+	if h.pg != nil {
+		if err := h.databaseFaults(ctx); err != nil {
+			return err
+		}
+		if err := h.pauseFaults(ctx, enq); err != nil {
+			return err
+		}
+	}
+
+	if p.skewWorkers > 0 {
+		h.logf("phase 5: workers whose clocks are shifted by ±30s join for %s", p.skewPhase)
+		for _, s := range slots {
+			if strings.HasPrefix(s, "skew-") {
+				if _, err := h.startSlot(ctx, s); err != nil {
+					return err
+				}
+			}
+		}
+		if err := pace(ctx, p.skewPhase); err != nil {
+			return err
+		}
+	}
+
+	if p.leaderKills > 0 {
+		if err := h.leaderFaults(ctx); err != nil {
+			return err
+		}
+	}
+
+	if h.serverURL != "" {
+		h.logf("phase 7: bad inputs through the HTTP API")
+		if err := h.runProbes(ctx); err != nil {
+			return err
+		}
+	}
+
+	h.logf("phase 8: drain (enqueued so far %d of %d; deadline %s)", h.led.count(), p.jobs, p.drain)
+	close(enq.hurry)
+	deadline := time.Now().Add(p.drain)
+	drainCtx, cancelDrain := context.WithDeadline(ctx, deadline)
+	defer cancelDrain()
+	select {
+	case <-enq.done:
+	case <-drainCtx.Done():
+		stopEnq()
+		<-enq.done
+		h.problem("the enqueuer had not finished at the drain deadline")
+	}
+	if err := h.awaitDrained(drainCtx); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	h.leaders.stop()
+	h.logf("drained; stopping processes and checking")
+	h.mu.Lock()
+	procs := make([]*proc, 0, len(h.procs))
+	for _, p := range h.procs {
+		procs = append(procs, p)
+	}
+	h.mu.Unlock()
+	for _, p := range procs {
+		p.stop(15 * time.Second)
+	}
+	return h.checkAll(ctx)
+}
+
+// pace waits d (fault pacing, not synchronisation) or until ctx ends.
+func pace(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// databaseFaults: crash-restart PostgreSQL, and cut single processes' connections.
+func (h *harness) databaseFaults(ctx context.Context) error {
+	p := h.prof
+	h.logf("phase 3: %d immediate PostgreSQL restarts, %d pg_terminate_backend rounds", p.dbRestarts, p.terminates)
+	targets := append([]string{"server"}, h.workerSlots()...)
+	restartAt := map[int]bool{}
+	for i := 0; i < p.dbRestarts; i++ {
+		restartAt[(i+1)*(p.terminates+p.dbRestarts)/(p.dbRestarts+1)] = true
+	}
+	for i := 0; i < p.terminates+p.dbRestarts; i++ {
+		if err := pace(ctx, 2*time.Second); err != nil {
+			return err
+		}
+		if restartAt[i] {
+			start := time.Now()
+			if err := h.pg.crash(ctx); err != nil {
+				return err
+			}
+			if err := h.awaitDatabase(ctx); err != nil {
+				return err
+			}
+			h.addFault(fault{Kind: "db_restart", All: true, Start: start, End: time.Now()})
+			h.summary.DBRestarts++
+			h.logf("  PostgreSQL crashed and back in %s", time.Since(start).Round(time.Millisecond))
+			continue
+		}
+		var slot string
+		for {
+			slot = targets[h.intn(len(targets))]
+			if h.proc(slot) != nil {
+				break
+			}
+		}
+		pr := h.proc(slot)
+		at := time.Now()
+		var n int
+		err := h.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
+			"chaos-"+pr.id).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("pg_terminate_backend: %w", err)
+		}
+		ts := []string{pr.id}
+		if slot == "server" {
+			ts = append(ts, h.remoteIDs()...)
+		}
+		h.addFault(fault{Kind: "terminate", Targets: ts, Start: at, End: time.Now()})
+		h.summary.BackendKills++
+		h.logf("  terminated %d connections of %s", n, pr.id)
+	}
+	return nil
+}
+
+// awaitDatabase polls until the database answers again.
+func (h *harness) awaitDatabase(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := h.pool.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("PostgreSQL did not come back: %w", err)
+		}
+		if err := pace(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// pauseFaults SIGSTOPs a worker that is running jobs for twice the lease, then
+// SIGCONTs it and waits for its late writes to be refused.
+func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
+	p := h.prof
+	h.logf("phase 4: %d pauses of a worker for %s (twice the lease)", p.pauses, 2*p.lease)
+	var candidates []string
+	for _, s := range h.workerSlots() {
+		if !strings.HasPrefix(s, "skew-") {
+			candidates = append(candidates, s)
+		}
+	}
+	for i := 0; i < p.pauses; i++ {
+		if err := pace(ctx, time.Second); err != nil {
+			return err
+		}
+		leader := h.leaders.current()
+		var pr *proc
+		for _, k := range h.intnPerm(len(candidates)) {
+			if c := h.proc(candidates[k]); c != nil && c.id != leader {
+				pr = c
+				break
+			}
+		}
+		if pr == nil {
+			return fmt.Errorf("no worker to pause")
+		}
+		// Long jobs, so the target is surely holding some when it stops.
+		h.enqueueSlow(ctx, enq, 4*h.prof.concurrency, int(p.lease.Milliseconds()))
+		holding := false
+		for try := 0; try < 50 && !holding; try++ {
+			st, ok := h.statsOfProc(pr, 2*time.Second)
+			holding = ok && st["inflight"] > 0
+			if !holding {
+				if err := pace(ctx, 100*time.Millisecond); err != nil {
+					return err
+				}
+			}
+		}
+		if !holding {
+			h.problem("pause %d: %s never held a job; paused anyway", i+1, pr.id)
+		}
+		cursor := h.lines.len()
+		start := time.Now()
+		if err := pr.signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		if err := pace(ctx, 2*p.lease); err != nil {
+			_ = pr.signal(syscall.SIGCONT)
+			return err
+		}
+		_ = pr.signal(syscall.SIGCONT)
+		resumed := time.Now()
+		h.summary.Pauses++
+		rec := pauseRecord{id: pr.id, start: start, resumed: resumed}
+		// Its heartbeats and reports after the pause must all be refused; wait
+		// for the first refusal, then give the rest a moment to arrive.
+		h.lines.await(&cursor, 3*p.lease, func(l line) bool {
+			return l.Proc == pr.id && len(l.Fields) > 0 && l.Fields[0] == "lost"
+		})
+		_ = pace(ctx, p.lease/2)
+		rec.rejected = h.countLines(pr.id, "lost", resumed, time.Now())
+		h.addFault(fault{Kind: "pause", Targets: []string{pr.id}, Start: start, End: time.Now()})
+		h.pausesDone = append(h.pausesDone, rec)
+		h.summary.StaleRejected += rec.rejected
+		h.logf("  paused %s for %s: %d late writes refused", pr.id, resumed.Sub(start).Round(time.Millisecond), rec.rejected)
+	}
+	return nil
+}
+
+func (h *harness) intnPerm(n int) []int {
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
+	return h.rng.Perm(n)
+}
+
+// enqueueSlow enqueues n ledger jobs that work ms each.
+func (h *harness) enqueueSlow(ctx context.Context, e *enqueuer, n, ms int) {
+	params := make([]drover.EnqueueParams, n)
+	seqs := make([]int64, n)
+	for i := range params {
+		seqs[i] = h.led.take()
+		params[i] = drover.EnqueueParams{Kind: KindWork, Args: workArgs{Seq: seqs[i], MS: ms},
+			Opts: &drover.EnqueueOpts{IdempotencyKey: idemKey(seqs[i])}}
+	}
+	var res []drover.EnqueueResult
+	if e.retry(ctx, "slow batch", func() (err error) {
+		res, err = h.client.EnqueueMany(ctx, params)
+		return err
+	}) {
+		for i, r := range res {
+			h.led.ack(seqs[i], r.Job.ID)
+		}
+	}
+}
+
+// countLines counts lines of kind from proc id read in [from, to].
+func (h *harness) countLines(id, kind string, from, to time.Time) int {
+	lines, _ := h.lines.since(0)
+	n := 0
+	for _, l := range lines {
+		if (id == "" || l.Proc == id) && len(l.Fields) > 0 && l.Fields[0] == kind && !l.At.Before(from) && !l.At.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// leaderFaults SIGKILLs whichever process leads, and waits for a successor.
+func (h *harness) leaderFaults(ctx context.Context) error {
+	p := h.prof
+	h.logf("phase 6: SIGKILL the engine leader %d times", p.leaderKills)
+	for i := 0; i < p.leaderKills; i++ {
+		if err := pace(ctx, time.Second); err != nil {
+			return err
+		}
+		leader, ok := h.leaders.await(ctx, "", 4*p.leaderTTL)
+		if !ok {
+			h.problem("leader kill %d: no leader within %s", i+1, 4*p.leaderTTL)
+			continue
+		}
+		slot := slotOf(leader)
+		if pr := h.proc(slot); pr == nil || pr.id != leader {
+			h.problem("leader kill %d: leader %s is no current process", i+1, leader)
+			continue
+		}
+		killed := time.Now()
+		if err := h.killSlot(ctx, slot, "leader_kill"); err != nil {
+			return err
+		}
+		h.summary.LeaderKills++
+		next, ok := h.leaders.await(ctx, leader, 4*p.leaderTTL)
+		if !ok {
+			h.problem("leader kill %d: no successor of %s within %s", i+1, leader, 4*p.leaderTTL)
+			continue
+		}
+		took := time.Since(killed)
+		h.summary.MaxTakeover = max(h.summary.MaxTakeover, took)
+		h.logf("  killed leader %s; %s took over after %s", leader, next, took.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// awaitDrained polls until every job is terminal but the far-future ones.
+func (h *harness) awaitDrained(ctx context.Context) error {
+	nonTerminal := []lifecycle.Status{}
+	for _, s := range lifecycle.Statuses {
+		if !s.Terminal() {
+			nonTerminal = append(nonTerminal, s)
+		}
+	}
+	for {
+		jobs, err := h.drv.JobList(ctx, driver.ListParams{Statuses: nonTerminal, Limit: 100, Ascending: true})
+		if err == nil {
+			left := 0
+			for _, j := range jobs {
+				if !h.probes.farFuture[j.ID] {
+					left++
+				}
+			}
+			if left == 0 {
+				return nil
+			}
+		}
+		if err := pace(ctx, 250*time.Millisecond); err != nil {
+			h.problem("drain deadline passed with jobs left")
+			return err
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// run executes the drover command in-process and returns its exit code and output.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestEnqueueBadInput(t *testing.T) {
+	t.Parallel()
+	big := filepath.Join(t.TempDir(), "big.json")
+	payload := `{"blob":"` + strings.Repeat("x", 10<<20) + `"}`
+	if err := os.WriteFile(big, []byte(payload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			db := testdb.URL(t, kind)
+			if code, _, stderr := run(t, "--database-url", db, "migrate", "up"); code != 0 {
+				t.Fatalf("migrate up: exit %d: %s", code, stderr)
+			}
+			cases := []struct {
+				name  string
+				args  []string
+				field string
+			}{
+				{"empty kind", []string{""}, "kind"},
+				{"malformed kind", []string{"bad kind!"}, "kind"},
+				{"args array", []string{"echo", "--args", "[1,2]"}, "args"},
+				{"args string", []string{"echo", "--args", `"x"`}, "args"},
+				{"args invalid JSON", []string{"echo", "--args", "{nope"}, "args"},
+				{"args NUL", []string{"echo", "--args", `{"a":"\u0000"}`}, "args"},
+				{"negative priority", []string{"echo", "--priority", "-1"}, "priority"},
+				{"negative attempts", []string{"echo", "--max-attempts", "-3"}, "max_attempts"},
+				{"zero attempts", []string{"echo", "--max-attempts", "0"}, "max_attempts"},
+				{"empty queue", []string{"echo", "--queue", ""}, "queue"},
+				{"bad queue", []string{"echo", "--queue", "a/b"}, "queue"},
+				{"zero timeout", []string{"echo", "--timeout", "0s"}, "timeout"},
+				{"negative timeout", []string{"echo", "--timeout", "-5s"}, "timeout"},
+				{"bad run-at", []string{"echo", "--run-at", "tomorrow"}, "run_at"},
+				{"metadata array", []string{"echo", "--metadata", "[]"}, "metadata"},
+				{"10 MB payload", []string{"echo", "--args", payload}, "args"},
+			}
+			for _, c := range cases {
+				args := append([]string{"--database-url", db, "jobs", "enqueue"}, c.args...)
+				code, stdout, stderr := run(t, args...)
+				if code != 2 {
+					t.Errorf("%s: exit %d, want 2 (stdout %q, stderr %q)", c.name, code, truncate(stdout, 200), truncate(stderr, 200))
+				}
+				if !strings.Contains(stderr, "invalid "+c.field) {
+					t.Errorf("%s: stderr %q does not name field %q", c.name, truncate(stderr, 300), c.field)
+				}
+			}
+			code, stdout, stderr := run(t, "--database-url", db, "-o", "json", "jobs", "list")
+			if code != 0 {
+				t.Fatalf("jobs list: exit %d: %s", code, stderr)
+			}
+			var jobs []map[string]any
+			if err := json.Unmarshal([]byte(stdout), &jobs); err != nil {
+				t.Fatalf("jobs list -o json: %v: %q", err, stdout)
+			}
+			if len(jobs) != 0 {
+				t.Fatalf("bad input wrote %d jobs, want 0", len(jobs))
+			}
+		})
+	}
+}
+
+func TestUnparsableDatabaseURL(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"postgres://user:pa ss@[::1", "mysql://localhost/db", ""} {
+		code, _, stderr := run(t, "--database-url", url, "jobs", "list")
+		if code != 2 || !strings.Contains(stderr, "database_url") {
+			t.Errorf("url %q: exit %d, stderr %q; want exit 2 naming database_url", url, code, stderr)
+		}
+		if strings.Contains(stderr, "pa ss") {
+			t.Errorf("url %q: stderr echoes the password: %q", url, stderr)
+		}
+	}
+}
+
+func TestJobsRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			db := testdb.URL(t, kind)
+			if code, _, stderr := run(t, "--database-url", db, "migrate", "up"); code != 0 {
+				t.Fatalf("migrate up: exit %d: %s", code, stderr)
+			}
+			code, stdout, stderr := run(t, "--database-url", db, "-o", "json", "jobs", "enqueue", "echo",
+				"--args", `{"hello":"world"}`, "--queue", "q1", "--priority", "2", "--max-attempts", "4",
+				"--timeout", "90s", "--idempotency-key", "k1", "--run-at", "2030-01-02T03:04:05Z")
+			if code != 0 {
+				t.Fatalf("enqueue: exit %d: %s", code, stderr)
+			}
+			var job map[string]any
+			if err := json.Unmarshal([]byte(stdout), &job); err != nil {
+				t.Fatalf("enqueue -o json: %v: %q", err, stdout)
+			}
+			for _, f := range []string{"id", "kind", "queue", "status", "attempt", "max_attempts", "priority", "run_at",
+				"args", "result", "error", "errors", "created_at", "started_at", "finished_at", "rev"} {
+				if _, ok := job[f]; !ok {
+					t.Errorf("job object lacks field %q: %s", f, stdout)
+				}
+			}
+			want := map[string]any{"kind": "echo", "queue": "q1", "status": "queued", "priority": 2.0,
+				"max_attempts": 4.0, "timeout_seconds": 90.0, "run_at": "2030-01-02T03:04:05Z", "attempt": 0.0, "rev": 1.0}
+			for k, v := range want {
+				if job[k] != v {
+					t.Errorf("job[%q] = %v, want %v", k, job[k], v)
+				}
+			}
+			// The same idempotency key returns the same job.
+			code, stdout2, _ := run(t, "--database-url", db, "-o", "json", "jobs", "enqueue", "echo", "--idempotency-key", "k1")
+			var again map[string]any
+			_ = json.Unmarshal([]byte(stdout2), &again)
+			if code != 0 || again["id"] != job["id"] {
+				t.Fatalf("re-enqueue with the same key: exit %d, id %v, want %v", code, again["id"], job["id"])
+			}
+			id := jsonID(job)
+			if code, _, stderr := run(t, "--database-url", db, "jobs", "cancel", id); code != 0 {
+				t.Fatalf("cancel: exit %d: %s", code, stderr)
+			}
+			code, stdout, _ = run(t, "--database-url", db, "jobs", "show", id)
+			if code != 0 || !strings.Contains(stdout, "canceled") || !strings.Contains(stdout, "queued → canceled") {
+				t.Fatalf("show after cancel: exit %d:\n%s", code, stdout)
+			}
+			if code, _, stderr := run(t, "--database-url", db, "jobs", "cancel", id); code != 1 || !strings.Contains(stderr, "invalid transition") {
+				t.Fatalf("second cancel: exit %d, stderr %q; want exit 1 with invalid transition", code, stderr)
+			}
+			if code, _, stderr := run(t, "--database-url", db, "jobs", "show", "999999"); code != 1 || !strings.Contains(stderr, "not found") {
+				t.Fatalf("show unknown: exit %d, stderr %q", code, stderr)
+			}
+			if code, _, stderr := run(t, "--database-url", db, "jobs", "show", "abc"); code != 2 || !strings.Contains(stderr, "invalid id") {
+				t.Fatalf("show abc: exit %d, stderr %q", code, stderr)
+			}
+			code, stdout, _ = run(t, "--database-url", db, "-o", "json", "dlq", "list")
+			if code != 0 || strings.TrimSpace(stdout) != "[]" {
+				t.Fatalf("dlq list: exit %d: %q", code, stdout)
+			}
+			if code, _, _ := run(t, "--database-url", db, "dlq", "requeue", id); code != 1 {
+				t.Fatalf("dlq requeue of a canceled job: exit %d, want 1", code)
+			}
+		})
+	}
+}
+
+func jsonID(job map[string]any) string {
+	b, _ := json.Marshal(job["id"])
+	return string(b)
+}
+
+func TestBench(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := run(t, "--database-url", testdb.URL(t, kind), "-o", "json", "bench", "--jobs", "300", "--concurrency", "8")
+			if code != 0 {
+				t.Fatalf("bench: exit %d: %s", code, stderr)
+			}
+			var res map[string]any
+			if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+				t.Fatalf("bench -o json: %v: %q", err, stdout)
+			}
+			for _, f := range []string{"jobs", "seconds", "jobs_per_second", "latency_p50_ms", "latency_p99_ms"} {
+				if v, ok := res[f].(float64); !ok || v <= 0 {
+					t.Errorf("bench %s = %v, want a positive number", f, res[f])
+				}
+			}
+			if res["jobs"] != 300.0 {
+				t.Errorf("bench jobs = %v, want 300", res["jobs"])
+			}
+		})
+	}
+}

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newDLQCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "dlq", Short: "The dead-letter queue: failed jobs with their error history"}
+	var queue string
+	var limit int
+	var after int64
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List failed jobs",
+		Args:  exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd.Context(), func(c api) error {
+				jobs, err := c.DLQList(cmd.Context(), queue, after, limit)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return g.printJobs(jobs)
+				}
+				rows := make([][]string, len(jobs))
+				for i, j := range jobs {
+					rows[i] = []string{fmt.Sprint(j.ID), j.Kind, j.Queue, fmt.Sprintf("%d/%d", j.Executions, j.MaxAttempts),
+						ts(j.FinishedAt), truncate(j.Error, 60)}
+				}
+				table(g.stdout, "ID\tKIND\tQUEUE\tATTEMPTS\tFAILED_AT\tERROR", rows)
+				return nil
+			})
+		},
+	}
+	list.Flags().StringVar(&queue, "queue", "", "only this queue")
+	list.Flags().IntVar(&limit, "limit", 100, "most jobs to show")
+	list.Flags().Int64Var(&after, "after", 0, "show jobs older than this id (cursor)")
+
+	requeue := idCommand(g, "requeue ID", "Enqueue a failed job again as a new job (retry_of points at the old one)",
+		func(ctx context.Context, c api, id int64) error {
+			j, err := c.DLQRequeue(ctx, id)
+			if err != nil {
+				return err
+			}
+			return g.done(j, "requeued failed job %d as job %d", id, j.ID)
+		})
+	var purgeQueue string
+	purge := &cobra.Command{
+		Use:   "purge",
+		Short: "Delete failed jobs",
+		Args:  exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd.Context(), func(c api) error {
+				n, err := c.DLQPurge(cmd.Context(), purgeQueue)
+				if err != nil {
+					return err
+				}
+				return g.done(map[string]int{"purged": n}, "purged %d failed jobs", n)
+			})
+		},
+	}
+	purge.Flags().StringVar(&purgeQueue, "queue", "", "only this queue (default: all)")
+	cmd.AddCommand(list, requeue, purge)
+	return cmd
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

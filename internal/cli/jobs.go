@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+func newJobsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "Enqueue, list, show and cancel jobs"}
+	cmd.AddCommand(newJobsEnqueueCmd(g), newJobsListCmd(g), newJobsShowCmd(g), newJobsCancelCmd(g))
+	return cmd
+}
+
+func newJobsEnqueueCmd(g *globals) *cobra.Command {
+	var (
+		args, queue, runAt, key, metadata string
+		priority, maxAttempts             int
+		timeout                           time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "enqueue KIND",
+		Short: "Enqueue one job",
+		Example: `  drover jobs enqueue echo --args '{"hello":"world"}'
+  drover jobs enqueue sleep --args '{"ms":500}' --queue slow --priority 1
+  drover jobs enqueue email --run-at 2030-01-01T09:00:00Z --idempotency-key signup-42`,
+		Args: exactArgs(1, "KIND"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			f := cmd.Flags()
+			opts := &drover.EnqueueOpts{Queue: queue, Priority: priority, MaxAttempts: maxAttempts,
+				Timeout: timeout, IdempotencyKey: key}
+			// A flag given explicitly must be valid; the library's zero-means-default
+			// applies only to flags left out.
+			if f.Changed("queue") && queue == "" {
+				return driver.Invalid("queue", "must not be empty")
+			}
+			if f.Changed("max-attempts") && maxAttempts < 1 {
+				return driver.Invalid("max_attempts", "%d, must be at least 1", maxAttempts)
+			}
+			if f.Changed("timeout") && timeout <= 0 {
+				return driver.Invalid("timeout", "%s, must be positive (e.g. 30s)", timeout)
+			}
+			if f.Changed("idempotency-key") && key == "" {
+				return driver.Invalid("idempotency_key", "must not be empty")
+			}
+			if runAt != "" {
+				t, err := time.Parse(time.RFC3339Nano, runAt)
+				if err != nil {
+					return driver.Invalid("run_at", "%q is not an RFC 3339 time (e.g. 2030-01-01T09:00:00Z)", runAt)
+				}
+				opts.RunAt = t
+			}
+			if metadata != "" {
+				opts.Metadata = json.RawMessage(metadata)
+			}
+			return g.withClient(cmd.Context(), func(c api) error {
+				res, err := c.Enqueue(cmd.Context(), pos[0], json.RawMessage(args), opts)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return g.json(res.Job)
+				}
+				if res.Existing {
+					fmt.Fprintf(g.stdout, "job %d exists already with idempotency key %q; nothing enqueued\n", res.Job.ID, key)
+				} else {
+					fmt.Fprintf(g.stdout, "enqueued job %d\n", res.Job.ID)
+				}
+				return g.printJobs([]*drover.Job{res.Job})
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&args, "args", "{}", "job arguments, a JSON object")
+	f.StringVar(&queue, "queue", drover.DefaultQueue, "queue name")
+	f.IntVar(&priority, "priority", 0, "priority; 0 is claimed first, never negative")
+	f.StringVar(&runAt, "run-at", "", "earliest time to run, RFC 3339")
+	f.IntVar(&maxAttempts, "max-attempts", drover.DefaultMaxAttempts, "executions before the job goes to the DLQ")
+	f.DurationVar(&timeout, "timeout", 0, "handler timeout, e.g. 30s (default: the worker's)")
+	f.StringVar(&key, "idempotency-key", "", "a second enqueue with the same key returns the first job")
+	f.StringVar(&metadata, "metadata", "", "metadata, a JSON object")
+	return cmd
+}
+
+func newJobsListCmd(g *globals) *cobra.Command {
+	var status, queue, kind string
+	var limit int
+	var after int64
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Args:  exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := drover.ListParams{Queue: queue, Kind: kind, Limit: limit, AfterID: after}
+			for _, s := range splitList(status) {
+				st, err := lifecycle.ParseStatus(s)
+				if err != nil {
+					return driver.Invalid("status", "%v", err)
+				}
+				p.Statuses = append(p.Statuses, st)
+			}
+			if limit < 1 || limit > 10000 {
+				return driver.Invalid("limit", "%d, must be 1 to 10000", limit)
+			}
+			return g.withClient(cmd.Context(), func(c api) error {
+				jobs, err := c.List(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
+				return g.printJobs(jobs)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&status, "status", "", "only these statuses (comma-separated)")
+	f.StringVar(&queue, "queue", "", "only this queue")
+	f.StringVar(&kind, "kind", "", "only this kind")
+	f.IntVar(&limit, "limit", 100, "most jobs to show")
+	f.Int64Var(&after, "after", 0, "show jobs older than this id (cursor)")
+	return cmd
+}
+
+func newJobsShowCmd(g *globals) *cobra.Command {
+	return idCommand(g, "show ID", "Show a job with its error history and events",
+		func(ctx context.Context, c api, id int64) error {
+			j, err := c.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			evs, err := c.Events(ctx, id)
+			if err != nil {
+				return err
+			}
+			return g.printJob(j, evs)
+		})
+}
+
+func newJobsCancelCmd(g *globals) *cobra.Command {
+	return idCommand(g, "cancel ID", "Cancel a job that has not finished",
+		func(ctx context.Context, c api, id int64) error {
+			j, err := c.Cancel(ctx, id)
+			if err != nil {
+				return err
+			}
+			return g.done(j, "canceled job %d", j.ID)
+		})
+}
+
+// idCommand is a command taking one job id: it parses the id, then runs fn with
+// the database's or the server's API.
+func idCommand(g *globals, use, short string, fn func(ctx context.Context, c api, id int64) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			id, err := parseID(pos[0])
+			if err != nil {
+				return err
+			}
+			return g.withClient(cmd.Context(), func(c api) error { return fn(cmd.Context(), c, id) })
+		},
+	}
+}
+
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, driver.Invalid("id", "%q is not a job id (a positive integer)", s)
+	}
+	return id, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			if n == 0 {
+				return fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, cmd.CommandPath(), args)
+			}
+			return fmt.Errorf("%w: %s needs %s", errUsage, cmd.CommandPath(), names)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover"
+)
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "migrate", Short: "Apply or inspect the database schema"}
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Apply all pending migrations",
+		Args:  exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			drv, err := drover.Open(cmd.Context(), g.databaseURL, g.logger())
+			if err != nil {
+				return err
+			}
+			defer drv.Close()
+			if err := drv.MigrateUp(cmd.Context()); err != nil {
+				return err
+			}
+			st, err := drv.MigrateStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.json(st)
+			}
+			fmt.Fprintf(g.stdout, "%s: schema at version %d\n", describeURL(g.databaseURL), st.Current)
+			return nil
+		},
+	}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the applied and available schema versions",
+		Args:  exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			drv, err := drover.Open(cmd.Context(), g.databaseURL, g.logger())
+			if err != nil {
+				return err
+			}
+			defer drv.Close()
+			st, err := drv.MigrateStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.json(st)
+			}
+			latest := st.Available[len(st.Available)-1]
+			state := "up to date"
+			switch {
+			case st.Dirty:
+				state = "DIRTY: a migration failed half-way; fix and force the version"
+			case st.Current < latest:
+				state = fmt.Sprintf("%d pending: run `drover migrate up`", countAbove(st.Available, st.Current))
+			}
+			fmt.Fprintf(g.stdout, "database:  %s\ncurrent:   %d\nlatest:    %d\nstate:     %s\n",
+				describeURL(g.databaseURL), st.Current, latest, state)
+			return nil
+		},
+	}
+	cmd.AddCommand(up, status)
+	return cmd
+}
+
+func countAbove(vs []uint, v uint) int {
+	n := 0
+	for _, x := range vs {
+		if x > v {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+func (g *globals) json(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func table(w io.Writer, header string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	_ = tw.Flush()
+}
+
+const jobHeader = "ID\tKIND\tQUEUE\tSTATUS\tATTEMPT\tPRIORITY\tRUN_AT\tCREATED_AT"
+
+func jobRow(j *drover.Job) []string {
+	attempt := fmt.Sprintf("%d/%d", j.Executions, j.MaxAttempts)
+	return []string{fmt.Sprint(j.ID), j.Kind, j.Queue, string(j.Status), attempt, fmt.Sprint(j.Priority),
+		ts(&j.RunAt), ts(&j.CreatedAt)}
+}
+
+func (g *globals) printJobs(jobs []*drover.Job) error {
+	if g.output == "json" {
+		if jobs == nil {
+			jobs = []*drover.Job{}
+		}
+		return g.json(jobs)
+	}
+	rows := make([][]string, len(jobs))
+	for i, j := range jobs {
+		rows[i] = jobRow(j)
+	}
+	table(g.stdout, jobHeader, rows)
+	return nil
+}
+
+// printJob shows one job in detail, with its error history and events when given.
+func (g *globals) printJob(j *drover.Job, events []lifecycle.Event) error {
+	if g.output == "json" {
+		if events == nil {
+			return g.json(j)
+		}
+		return g.json(struct {
+			*drover.Job
+			Events []lifecycle.Event `json:"events"`
+		}{j, events})
+	}
+	w := g.stdout
+	field := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
+	field("id", fmt.Sprint(j.ID))
+	field("kind", j.Kind)
+	field("queue", j.Queue)
+	field("status", string(j.Status))
+	field("attempt", fmt.Sprintf("%d (executions %d of max %d)", j.Attempt, j.Executions, j.MaxAttempts))
+	field("priority", fmt.Sprint(j.Priority))
+	field("run_at", ts(&j.RunAt))
+	field("args", string(j.Args))
+	if j.Result != nil {
+		field("result", string(j.Result))
+	}
+	if j.Error != "" {
+		field("error", j.Error)
+	}
+	if j.IdempotencyKey != "" {
+		field("idempotency_key", j.IdempotencyKey)
+	}
+	if j.Timeout > 0 {
+		field("timeout", j.Timeout.String())
+	}
+	if j.RetryOf != nil {
+		field("retry_of", fmt.Sprint(*j.RetryOf))
+	}
+	if j.Owner != "" {
+		field("owner", j.Owner)
+		field("lease_expires", ts(j.LeaseExpiresAt))
+	}
+	field("created_at", ts(&j.CreatedAt))
+	field("started_at", ts(j.StartedAt))
+	field("finished_at", ts(j.FinishedAt))
+	field("rev", fmt.Sprint(j.Rev))
+	if len(j.Errors) > 0 {
+		fmt.Fprintln(w, "\nerrors:")
+		for _, e := range j.Errors {
+			fmt.Fprintf(w, "  attempt %d at %s: %s\n", e.Attempt, ts(&e.At), e.Error)
+		}
+	}
+	if len(events) > 0 {
+		fmt.Fprintln(w, "\nevents:")
+		rows := make([][]string, len(events))
+		for i, e := range events {
+			from := string(e.From)
+			if from == "" {
+				from = "-"
+			}
+			rows[i] = []string{"  " + fmt.Sprint(e.Seq), ts(&e.At), string(e.Type), from + " → " + string(e.To),
+				fmt.Sprint(e.Attempt), e.Actor}
+		}
+		table(w, "  SEQ\tAT\tTYPE\tTRANSITION\tATTEMPT\tACTOR", rows)
+	}
+	return nil
+}
+
+func ts(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}

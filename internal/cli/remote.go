@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// api is what the jobs and dlq commands need; *drover.Client provides it over the
+// database and remoteAPI over a server's HTTP API.
+type api interface {
+	Enqueue(ctx context.Context, kind string, args any, opts *drover.EnqueueOpts) (*drover.EnqueueResult, error)
+	List(ctx context.Context, p drover.ListParams) ([]*drover.Job, error)
+	Get(ctx context.Context, id int64) (*drover.Job, error)
+	Events(ctx context.Context, id int64) ([]lifecycle.Event, error)
+	Cancel(ctx context.Context, id int64) (*drover.Job, error)
+	DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, error)
+	DLQRequeue(ctx context.Context, id int64) (*drover.Job, error)
+	DLQPurge(ctx context.Context, queue string) (int, error)
+}
+
+var _ api = (*drover.Client)(nil)
+
+// remoteAPI talks to `drover server` so operators need no database access.
+type remoteAPI struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+func newRemoteAPI(server, token string) (*remoteAPI, error) {
+	u, err := url.Parse(strings.TrimRight(server, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, driver.Invalid("server", "%q is not an http(s) URL (e.g. http://127.0.0.1:7420)", server)
+	}
+	return &remoteAPI{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// remoteError is an error answered by the server; it unwraps to the sentinel its
+// code stands for, so errors.Is works as with the local client.
+type remoteError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *remoteError) Error() string { return e.Message }
+
+func (e *remoteError) Unwrap() error {
+	switch e.Code {
+	case "invalid_argument", "payload_too_large":
+		return driver.ErrInvalidArgument
+	case "not_found":
+		return driver.ErrNotFound
+	case "lease_lost":
+		return driver.ErrLeaseLost
+	case "invalid_transition":
+		return driver.ErrInvalidTransition
+	}
+	return nil
+}
+
+// do sends a request and decodes a 2xx answer into out; it returns the status.
+func (r *remoteAPI) do(ctx context.Context, method, path string, query url.Values, body, out any) (int, error) {
+	u := *r.base
+	u.Path += path
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("server %s: %w", r.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("server %s: read answer: %w", r.base, err)
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &e) != nil || e.Error.Message == "" {
+			return resp.StatusCode, fmt.Errorf("server %s: %s %s: HTTP %d", r.base, method, path, resp.StatusCode)
+		}
+		return resp.StatusCode, &remoteError{resp.StatusCode, e.Error.Code, e.Error.Message}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("server %s: decode answer: %w", r.base, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func (r *remoteAPI) Enqueue(ctx context.Context, kind string, args any, o *drover.EnqueueOpts) (*drover.EnqueueResult, error) {
+	body := map[string]any{"kind": kind}
+	if args != nil {
+		body["args"] = args
+	}
+	if o != nil {
+		if o.Queue != "" {
+			body["queue"] = o.Queue
+		}
+		if o.Priority != 0 {
+			body["priority"] = o.Priority
+		}
+		if !o.RunAt.IsZero() {
+			body["run_at"] = o.RunAt.Format(time.RFC3339Nano)
+		}
+		if o.MaxAttempts != 0 {
+			body["max_attempts"] = o.MaxAttempts
+		}
+		if o.Timeout != 0 {
+			body["timeout_seconds"] = o.Timeout.Seconds()
+		}
+		if o.IdempotencyKey != "" {
+			body["idempotency_key"] = o.IdempotencyKey
+		}
+		if o.Metadata != nil {
+			body["metadata"] = o.Metadata
+		}
+	}
+	var j drover.Job
+	status, err := r.do(ctx, "POST", "/jobs", nil, body, &j)
+	if err != nil {
+		return nil, err
+	}
+	return &drover.EnqueueResult{Job: &j, Existing: status == http.StatusOK}, nil
+}
+
+type page struct {
+	Jobs []*drover.Job `json:"jobs"`
+}
+
+func listQuery(statuses []lifecycle.Status, queue, kind string, after int64, limit int) url.Values {
+	q := url.Values{}
+	var ss []string
+	for _, s := range statuses {
+		ss = append(ss, string(s))
+	}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("status", strings.Join(ss, ","))
+	set("queue", queue)
+	set("kind", kind)
+	if after > 0 {
+		q.Set("cursor", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return q
+}
+
+func (r *remoteAPI) List(ctx context.Context, p drover.ListParams) ([]*drover.Job, error) {
+	var out page
+	_, err := r.do(ctx, "GET", "/jobs", listQuery(p.Statuses, p.Queue, p.Kind, p.AfterID, p.Limit), nil, &out)
+	return out.Jobs, err
+}
+
+func (r *remoteAPI) Get(ctx context.Context, id int64) (*drover.Job, error) {
+	var j drover.Job
+	if _, err := r.do(ctx, "GET", fmt.Sprintf("/jobs/%d", id), nil, nil, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+func (r *remoteAPI) Events(ctx context.Context, id int64) ([]lifecycle.Event, error) {
+	var out struct {
+		Events []lifecycle.Event `json:"events"`
+	}
+	_, err := r.do(ctx, "GET", fmt.Sprintf("/jobs/%d/events", id), nil, nil, &out)
+	return out.Events, err
+}
+
+func (r *remoteAPI) Cancel(ctx context.Context, id int64) (*drover.Job, error) {
+	var j drover.Job
+	if _, err := r.do(ctx, "POST", fmt.Sprintf("/jobs/%d/cancel", id), nil, nil, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+func (r *remoteAPI) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, error) {
+	var out page
+	_, err := r.do(ctx, "GET", "/dlq", listQuery(nil, queue, "", afterID, limit), nil, &out)
+	return out.Jobs, err
+}
+
+func (r *remoteAPI) DLQRequeue(ctx context.Context, id int64) (*drover.Job, error) {
+	var j drover.Job
+	if _, err := r.do(ctx, "POST", fmt.Sprintf("/dlq/%d/requeue", id), nil, nil, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+func (r *remoteAPI) DLQPurge(ctx context.Context, queue string) (int, error) {
+	var out struct {
+		Purged int `json:"purged"`
+	}
+	q := url.Values{}
+	if queue != "" {
+		q.Set("queue", queue)
+	}
+	_, err := r.do(ctx, "DELETE", "/dlq", q, nil, &out)
+	return out.Purged, err
+}
+
+// isUserError reports errors that are the caller's input (exit status 2).
+func isUserError(err error) bool {
+	var ve *driver.ValidationError
+	return errors.As(err, &ve) || errors.Is(err, errUsage) || errors.Is(err, driver.ErrInvalidArgument)
+}

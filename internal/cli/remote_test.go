@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/testdb"
+	"github.com/drover-dev/drover/server"
+)
+
+// TestRemoteCommands runs the jobs and dlq commands against a real server on
+// loopback, with no database URL at all: operators need no database access.
+func TestRemoteCommands(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			drv := testdb.Open(t, kind)
+			c, err := drover.NewClient(drv, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := server.New(c, server.Config{AdminToken: "admin-secret", WorkerToken: "worker-secret"})
+			t.Cleanup(srv.Close)
+			hs := httptest.NewServer(srv)
+			t.Cleanup(hs.Close)
+			remote := []string{"--server", hs.URL, "--token", "admin-secret", "--database-url", "/nonexistent/never-opened.db"}
+			cli := func(args ...string) (int, string, string) { return run(t, append(remote, args...)...) }
+
+			code, stdout, stderr := cli("-o", "json", "jobs", "enqueue", "echo", "--args", `{"a":1}`, "--idempotency-key", "k", "--priority", "3")
+			if code != 0 {
+				t.Fatalf("remote enqueue: exit %d: %s", code, stderr)
+			}
+			var job map[string]any
+			if err := json.Unmarshal([]byte(stdout), &job); err != nil || job["priority"] != 3.0 || job["status"] != "queued" {
+				t.Fatalf("remote enqueue answered %q (%v)", stdout, err)
+			}
+			id := jsonID(job)
+			if code, stdout, _ := cli("jobs", "enqueue", "echo", "--idempotency-key", "k"); code != 0 || !strings.Contains(stdout, "exists already") {
+				t.Fatalf("remote re-enqueue: exit %d: %q", code, stdout)
+			}
+			if code, _, stderr := cli("jobs", "enqueue", "echo", "--args", "[1]"); code != 2 || !strings.Contains(stderr, "invalid args") {
+				t.Fatalf("remote bad enqueue: exit %d, stderr %q; want 2 naming args", code, stderr)
+			}
+			if code, stdout, _ := cli("jobs", "list", "--status", "queued"); code != 0 || !strings.Contains(stdout, "echo") {
+				t.Fatalf("remote list: exit %d: %q", code, stdout)
+			}
+			if code, stdout, _ := cli("jobs", "show", id); code != 0 || !strings.Contains(stdout, "enqueued") {
+				t.Fatalf("remote show: exit %d: %q", code, stdout)
+			}
+			if code, _, stderr := cli("jobs", "show", "424242"); code != 1 || !strings.Contains(stderr, "not found") {
+				t.Fatalf("remote show unknown: exit %d, stderr %q", code, stderr)
+			}
+			if code, _, stderr := cli("jobs", "cancel", id); code != 0 {
+				t.Fatalf("remote cancel: exit %d: %s", code, stderr)
+			}
+			if code, _, stderr := cli("jobs", "cancel", id); code != 1 || !strings.Contains(stderr, "invalid transition") {
+				t.Fatalf("remote second cancel: exit %d, stderr %q", code, stderr)
+			}
+
+			// A failed job: DLQ list, requeue, purge through the server.
+			res, err := c.Enqueue(context.Background(), "fail", nil, &drover.EnqueueOpts{MaxAttempts: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			failJob(t, drv, res.Job.ID)
+			code, stdout, _ = cli("-o", "json", "dlq", "list")
+			var dlq []map[string]any
+			if err := json.Unmarshal([]byte(stdout), &dlq); code != 0 || err != nil || len(dlq) != 1 {
+				t.Fatalf("remote dlq list: exit %d: %q", code, stdout)
+			}
+			if code, stdout, _ := cli("dlq", "requeue", jsonID(dlq[0])); code != 0 || !strings.Contains(stdout, "requeued failed job") {
+				t.Fatalf("remote dlq requeue: exit %d: %q", code, stdout)
+			}
+			if code, stdout, _ := cli("dlq", "purge"); code != 0 || !strings.Contains(stdout, "purged 1") {
+				t.Fatalf("remote dlq purge: exit %d: %q", code, stdout)
+			}
+
+			// Without the admin token the server refuses.
+			code, _, stderr = run(t, "--server", hs.URL, "--token", "worker-secret", "jobs", "list")
+			if code != 1 || !strings.Contains(stderr, "worker token") {
+				t.Fatalf("remote list with the worker token: exit %d, stderr %q; want refused", code, stderr)
+			}
+			if code, _, stderr := run(t, "--server", "ftp://x", "jobs", "list"); code != 2 || !strings.Contains(stderr, "invalid server") {
+				t.Fatalf("bad --server: exit %d, stderr %q", code, stderr)
+			}
+		})
+	}
+}
+
+// failJob claims, starts and fails a job permanently through the driver.
+func failJob(t *testing.T, drv driver.Driver, id int64) {
+	t.Helper()
+	ctx := context.Background()
+	jobs, err := drv.JobClaim(ctx, driver.ClaimParams{ID: id, Owner: "t", LeaseDuration: 30e9})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim %d: %v %d", id, err, len(jobs))
+	}
+	f := driver.FenceParams{ID: id, Attempt: jobs[0].Attempt, LeaseToken: jobs[0].LeaseToken}
+	if _, err := drv.JobStart(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drv.JobFail(ctx, driver.FailParams{FenceParams: f, Error: "boom", Permanent: true}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,170 @@
+// Package cli implements the drover command with cobra. Each file holds one
+// command group; output goes through printer so every command speaks tables to
+// people and, with -o json, the same job objects the HTTP API returns.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+)
+
+// DefaultDatabaseURL is the embedded SQLite file used when nothing else is set.
+const DefaultDatabaseURL = "./drover.db"
+
+type globals struct {
+	server      string // operator commands talk to this server instead of the database
+	token       string
+	databaseURL string
+	output      string
+	logLevel    string
+	stdout      io.Writer
+	stderr      io.Writer
+}
+
+// Main runs the command line and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		if isUserError(err) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+var errUsage = errors.New("usage")
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "drover",
+		Short:         "Drover: a durable job queue on PostgreSQL or embedded SQLite",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if g.output != "table" && g.output != "json" {
+				return fmt.Errorf("%w: -o must be table or json, got %q", errUsage, g.output)
+			}
+			return nil
+		},
+	}
+	defURL := os.Getenv("DROVER_DATABASE_URL")
+	if defURL == "" {
+		defURL = DefaultDatabaseURL
+	}
+	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", defURL,
+		"postgres:// URL or SQLite file path (env DROVER_DATABASE_URL)")
+	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("DROVER_SERVER"),
+		"jobs and dlq commands talk to this drover server (http://host:port) instead of the database (env DROVER_SERVER)")
+	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("DROVER_TOKEN"), "bearer token for --server (env DROVER_TOKEN)")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("DROVER_LOG_LEVEL", "info"), "debug, info, warn or error (env DROVER_LOG_LEVEL)")
+	root.AddCommand(newMigrateCmd(g), newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newJobsCmd(g), newDLQCmd(g), newBenchCmd(g), newChaosCmd(g), newChaosWorkerCmd(g))
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (g *globals) logger() *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// open connects to the database. The embedded SQLite file is migrated
+// automatically, and so is PostgreSQL when migrate is set (dev, bench); otherwise a
+// PostgreSQL schema that is behind is an error that says how to fix it, since
+// production schema changes should be deliberate.
+func (g *globals) open(ctx context.Context, migrate bool) (*drover.Client, driver.Driver, error) {
+	drv, err := drover.Open(ctx, g.databaseURL, g.logger())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := drv.Ping(ctx); err != nil {
+		_ = drv.Close()
+		return nil, nil, fmt.Errorf("database %s unreachable: %w", describeURL(g.databaseURL), err)
+	}
+	if migrate || drv.Name() == "sqlite" {
+		if err := drv.MigrateUp(ctx); err != nil {
+			_ = drv.Close()
+			return nil, nil, err
+		}
+	} else if st, err := drv.MigrateStatus(ctx); err != nil {
+		_ = drv.Close()
+		return nil, nil, err
+	} else if want := st.Available[len(st.Available)-1]; st.Current < want || st.Dirty {
+		_ = drv.Close()
+		return nil, nil, fmt.Errorf("database schema is at version %d (dirty=%t), this drover needs %d: run `drover migrate up`", st.Current, st.Dirty, want)
+	}
+	c, err := drover.NewClient(drv, &drover.Config{Logger: g.logger()})
+	if err != nil {
+		_ = drv.Close()
+		return nil, nil, err
+	}
+	return c, drv, nil
+}
+
+// withClient gives fn the server's API when --server is set, else the database's,
+// opened for this one command and closed after fn.
+func (g *globals) withClient(ctx context.Context, fn func(c api) error) error {
+	if g.server != "" {
+		r, err := newRemoteAPI(g.server, g.token)
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	}
+	c, drv, err := g.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	return fn(c)
+}
+
+// done prints v as JSON with -o json, else the message for people.
+func (g *globals) done(v any, format string, a ...any) error {
+	if g.output == "json" {
+		return g.json(v)
+	}
+	fmt.Fprintf(g.stdout, format+"\n", a...)
+	return nil
+}
+
+// describeURL shows where data lives without echoing a password.
+func describeURL(u string) string {
+	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			scheme, _, _ := strings.Cut(u, "://")
+			return scheme + "://…@" + u[at+1:]
+		}
+		return u
+	}
+	return "sqlite:" + u
+}

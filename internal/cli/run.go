@@ -1,0 +1,300 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/demo"
+	"github.com/drover-dev/drover/server"
+	"github.com/drover-dev/drover/wakeup"
+)
+
+// nodeFlags configure a process that works jobs (dev and worker).
+type nodeFlags struct {
+	queues          string
+	concurrency     int
+	lease           time.Duration
+	poll            time.Duration
+	leaderTTL       time.Duration
+	shutdownTimeout time.Duration
+	noEngine        bool
+	id              string
+	natsURL         string
+}
+
+func (n *nodeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&n.queues, "queues", envOr("DROVER_QUEUES", drover.DefaultQueue), "queues to work, comma-separated (env DROVER_QUEUES)")
+	f.IntVar(&n.concurrency, "concurrency", 10, "jobs run at once per queue")
+	f.DurationVar(&n.lease, "lease", 30*time.Second, "lease duration: how long a job stays ours without a heartbeat")
+	f.DurationVar(&n.poll, "poll-interval", time.Second, "fallback polling period when no wake-up arrives")
+	f.DurationVar(&n.leaderTTL, "leader-ttl", 15*time.Second, "engine leadership lease")
+	f.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for running jobs")
+	f.BoolVar(&n.noEngine, "no-engine", false, "do not campaign to run the maintenance loops")
+	f.StringVar(&n.id, "id", envOr("DROVER_WORKER_ID", ""), "worker id (default host-pid-random; env DROVER_WORKER_ID)")
+	f.StringVar(&n.natsURL, "nats-url", os.Getenv("DROVER_NATS_URL"), "NATS JetStream server for wake-up pointers, e.g. nats://127.0.0.1:4222 (env DROVER_NATS_URL)")
+}
+
+func (n *nodeFlags) queueMap() (map[string]int, error) {
+	if n.concurrency < 1 {
+		return nil, driver.Invalid("concurrency", "%d, must be at least 1", n.concurrency)
+	}
+	qs := splitList(n.queues)
+	if len(qs) == 0 {
+		return nil, driver.Invalid("queues", "no queue given")
+	}
+	m := map[string]int{}
+	for _, q := range qs {
+		if err := driver.ValidateName("queue", q); err != nil {
+			return nil, err
+		}
+		m[q] = n.concurrency
+	}
+	return m, nil
+}
+
+// nodeOpts says what one process runs.
+type nodeOpts struct {
+	flags   *nodeFlags
+	migrate bool         // migrate PostgreSQL too (dev); SQLite always migrates
+	worker  bool         // run a worker with the demo kinds
+	server  *serverFlags // serve the HTTP API when set
+	// ready is called once everything runs; worker may be nil, addr empty.
+	ready func(c *drover.Client, w *drover.Worker, addr string) error
+}
+
+// runNode runs the engine (unless disabled), a worker with the demo kinds and/or
+// the HTTP API until ctx ends, then shuts down gracefully.
+func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
+	n := o.flags
+	queues, err := n.queueMap()
+	if err != nil {
+		return err
+	}
+	if o.server != nil {
+		if err := o.server.validate(); err != nil {
+			return err
+		}
+	}
+	c, drv, err := g.open(ctx, o.migrate)
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	log := g.logger()
+	var wakeups wakeup.Transport
+	if n.natsURL != "" {
+		tr, err := wakeup.NewNATS(ctx, n.natsURL, wakeup.NATSOptions{Logger: log})
+		if err != nil {
+			return fmt.Errorf("wake-ups over NATS at %s: %w", n.natsURL, err)
+		}
+		defer tr.Close()
+		wakeups = tr
+		if c, err = drover.NewClient(drv, &drover.Config{Logger: log, Wakeups: tr}); err != nil {
+			return err
+		}
+	}
+	id := n.id
+	if id == "" {
+		id = nodeID()
+	}
+
+	var wg sync.WaitGroup
+	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() { stopEngine(); wg.Wait() }()
+	isLeader := func() bool { return false }
+	if !n.noEngine {
+		e := drover.NewEngine(c, &drover.EngineConfig{ID: id, LeaderTTL: n.leaderTTL, Logger: log, Wakeups: wakeups})
+		isLeader = e.IsLeader
+		wg.Add(1)
+		go func() { defer wg.Done(); e.Run(engineCtx) }()
+	}
+
+	addr := ""
+	serveErr := make(chan error, 1)
+	var observer drover.Observer
+	if o.server != nil {
+		srv := server.New(c, server.Config{
+			AdminToken: o.server.adminToken, WorkerToken: o.server.workerToken, LeaseDuration: n.lease,
+			Logger: log, IsLeader: isLeader,
+		})
+		defer srv.Close()
+		observer = srv.Metrics() // the in-process worker reports into /metrics
+		bound := make(chan string, 1)
+		go func() {
+			serveErr <- server.ListenAndServe(ctx, srv, server.ListenConfig{
+				Addr: o.server.addr, TLSCertFile: o.server.tlsCert, TLSKeyFile: o.server.tlsKey,
+				ShutdownTimeout: n.shutdownTimeout, Ready: func(a net.Addr) { bound <- a.String() },
+			}, log)
+		}()
+		select {
+		case err := <-serveErr:
+			return err
+		case a := <-bound:
+			scheme := "http"
+			if o.server.tlsCert != "" {
+				scheme = "https"
+			}
+			addr = scheme + "://" + a
+		}
+	}
+
+	var w *drover.Worker
+	if o.worker {
+		workers := drover.NewWorkers()
+		demo.Register(workers)
+		w, err = drover.NewWorker(c, &drover.WorkerConfig{
+			ID: id, Queues: queues, Workers: workers, LeaseDuration: n.lease, PollInterval: n.poll, Logger: log,
+			Wakeups: wakeups, Observer: observer,
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+	}
+	stopWorker := func() error {
+		if w == nil {
+			return nil
+		}
+		fmt.Fprintln(g.stderr, "shutting down: waiting for running jobs (up to", n.shutdownTimeout.String()+")")
+		sctx, cancel := context.WithTimeout(context.Background(), n.shutdownTimeout)
+		defer cancel()
+		return w.Stop(sctx)
+	}
+	if o.ready != nil {
+		if err := o.ready(c, w, addr); err != nil {
+			_ = stopWorker()
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		_ = stopWorker()
+		return err
+	}
+	err = stopWorker()
+	if o.server != nil {
+		if serr := <-serveErr; serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+// runRemoteWorker works the demo kinds through a server's worker protocol.
+func (g *globals) runRemoteWorker(ctx context.Context, n *nodeFlags) error {
+	queues, err := n.queueMap()
+	if err != nil {
+		return err
+	}
+	workers := drover.NewWorkers()
+	demo.Register(workers)
+	w, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: g.server, Token: g.token}, &drover.WorkerConfig{
+		ID: n.id, Queues: queues, Workers: workers, LeaseDuration: n.lease, PollInterval: n.poll, Logger: g.logger(),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stderr, "worker %s on server %s: queues %s, concurrency %d\n", w.ID(), g.server, n.queues, n.concurrency)
+	return w.Run(ctx, n.shutdownTimeout)
+}
+
+func nodeID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+func newWorkerCmd(g *globals) *cobra.Command {
+	n := &nodeFlags{}
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Work jobs of the built-in demo kinds (echo, sleep, fail, noop)",
+		Long: "Claims and runs jobs of the built-in kinds until interrupted, then shuts down gracefully.\n" +
+			"It also campaigns to run the maintenance engine (one leader among all processes) unless --no-engine.\n" +
+			"With --server URL it needs no database: it works through the server's worker protocol\n" +
+			"(the server runs the engine), authenticating with --token (a worker or admin token).",
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.server != "" {
+				return g.runRemoteWorker(cmd.Context(), n)
+			}
+			return g.runNode(cmd.Context(), nodeOpts{flags: n, worker: true,
+				ready: func(c *drover.Client, w *drover.Worker, _ string) error {
+					fmt.Fprintf(g.stderr, "worker %s on %s: queues %s, concurrency %d\n", w.ID(), describeURL(g.databaseURL), n.queues, n.concurrency)
+					return nil
+				}})
+		},
+	}
+	n.register(cmd)
+	return cmd
+}
+
+func newDevCmd(g *globals) *cobra.Command {
+	n := &nodeFlags{}
+	sf := &serverFlags{}
+	var seed bool
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything on one machine: embedded SQLite, the engine and a worker",
+		Args:  exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.runNode(cmd.Context(), nodeOpts{flags: n, migrate: true, worker: true, server: sf,
+				ready: func(c *drover.Client, w *drover.Worker, addr string) error {
+					out := g.stderr
+					fmt.Fprintf(out, "Drover dev\n  API:      %s  (try: curl %s/healthz)\n  database: %s\n  worker:   %s (queues %s, concurrency %d)\n  kinds:    echo, sleep, fail, noop\n",
+						addr, addr, describeURL(g.databaseURL), w.ID(), n.queues, n.concurrency)
+					if seed {
+						if err := seedDemo(cmd.Context(), c); err != nil {
+							return err
+						}
+						fmt.Fprintln(out, "  seeded three demo jobs (echo, sleep, fail); watch them below")
+					}
+					db := ""
+					if g.databaseURL != DefaultDatabaseURL {
+						db = " --database-url " + shellQuote(g.databaseURL)
+					}
+					fmt.Fprintf(out, "\nIn another terminal:\n  drover%s jobs enqueue echo --args '{\"hello\":\"world\"}'\n  drover%s jobs list\n  drover%s dlq list\n", db, db, db)
+					fmt.Fprintf(out, "  curl -s -X POST %s/jobs -H 'Content-Type: application/json' -d '{\"kind\":\"echo\",\"args\":{\"hello\":\"http\"}}'\nPress Ctrl-C to stop.\n\n", addr)
+					return nil
+				}})
+		},
+	}
+	n.register(cmd)
+	sf.register(cmd)
+	cmd.Flags().BoolVar(&seed, "seed", true, "enqueue demo jobs at start (once per database)")
+	return cmd
+}
+
+// seedDemo enqueues one job of each demo kind; idempotency keys make restarts a no-op.
+func seedDemo(ctx context.Context, c *drover.Client) error {
+	_, err := c.EnqueueMany(ctx, []drover.EnqueueParams{
+		{Kind: "echo", Args: map[string]string{"hello": "drover"}, Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-echo"}},
+		{Kind: "sleep", Args: map[string]int{"ms": 1500}, Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-sleep"}},
+		{Kind: "fail", Args: map[string]string{"message": "this job always fails; after 3 attempts it is in the DLQ"},
+			Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-fail", MaxAttempts: 3}},
+	})
+	return err
+}
+
+func shellQuote(s string) string {
+	if strings.ContainsAny(s, " '\"$&;|<>*?`\\") {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return s
+}

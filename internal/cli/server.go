@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/server"
+)
+
+// serverFlags configure the HTTP API (server and dev).
+type serverFlags struct {
+	addr, adminToken, workerToken, tlsCert, tlsKey string
+}
+
+func (s *serverFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.addr, "addr", envOr("DROVER_ADDR", server.DefaultAddr), "address to listen on (env DROVER_ADDR)")
+	f.StringVar(&s.adminToken, "admin-token", os.Getenv("DROVER_ADMIN_TOKEN"), "bearer token for every endpoint (env DROVER_ADMIN_TOKEN)")
+	f.StringVar(&s.workerToken, "worker-token", os.Getenv("DROVER_WORKER_TOKEN"), "bearer token for /internal/* only (env DROVER_WORKER_TOKEN)")
+	f.StringVar(&s.tlsCert, "tls-cert", os.Getenv("DROVER_TLS_CERT"), "TLS certificate file (env DROVER_TLS_CERT)")
+	f.StringVar(&s.tlsKey, "tls-key", os.Getenv("DROVER_TLS_KEY"), "TLS key file (env DROVER_TLS_KEY)")
+}
+
+func (s *serverFlags) validate() error {
+	if s.addr == "" {
+		return driver.Invalid("addr", "must not be empty (e.g. %s)", server.DefaultAddr)
+	}
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		return driver.Invalid("tls", "give both --tls-cert and --tls-key, or neither")
+	}
+	if s.adminToken != "" && s.adminToken == s.workerToken {
+		return driver.Invalid("worker_token", "must differ from the admin token")
+	}
+	return nil
+}
+
+func newServerCmd(g *globals) *cobra.Command {
+	n := &nodeFlags{}
+	sf := &serverFlags{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Serve the HTTP API and the worker protocol (and campaign to run the engine)",
+		Long: "Serves the JSON API for jobs, the DLQ and queues, and the worker protocol under /internal/\n" +
+			"that lets `drover worker --server URL` run jobs without database access.",
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.runNode(cmd.Context(), nodeOpts{flags: n, server: sf,
+				ready: func(c *drover.Client, _ *drover.Worker, addr string) error {
+					auth := "off (set --admin-token / --worker-token to require bearer tokens)"
+					if sf.adminToken != "" || sf.workerToken != "" {
+						auth = "bearer tokens"
+					}
+					fmt.Fprintf(g.stderr, "Drover server\n  API:      %s\n  database: %s\n  auth:     %s\n", addr, describeURL(g.databaseURL), auth)
+					return nil
+				}})
+		},
+	}
+	n.register(cmd)
+	sf.register(cmd)
+	return cmd
+}

@@ -1,0 +1,234 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// Config configures the engine. Zero values take the defaults in brackets.
+type Config struct {
+	ID                string        // this process's candidate id (required)
+	LeaderTTL         time.Duration // leadership lease [15s]
+	ReapInterval      time.Duration // lease reaper period [1s]
+	ReconcileInterval time.Duration // wake-up reconciler period [1s]
+	RetentionInterval time.Duration // retention period [1m]
+	Retention         time.Duration // finished jobs older than this are deleted; negative: keep forever [7 days]
+	Logger            *slog.Logger
+	// OnLeader, if set, is called with true when this process becomes leader and
+	// false when it stops being leader.
+	OnLeader func(bool)
+	// Publish, if set, also receives the reconciler's wake-ups (queues with
+	// claimable jobs), for an external transport such as NATS.
+	Publish func(ctx context.Context, queues []string) error
+}
+
+// Engine elects a leader and, while leading, runs the maintenance loops.
+type Engine struct {
+	drv    driver.Driver
+	cfg    Config
+	log    *slog.Logger
+	leader atomic.Bool
+	reaped atomic.Int64
+	// trustUntil is when this process must stop acting as leader unless it extends
+	// its lease first (unix nanoseconds, local monotonic estimate); every loop checks
+	// it before each pass.
+	trustUntil atomic.Int64
+}
+
+// margin is held back from the lease: the leader stops acting this long before
+// the lease it last confirmed could expire and a successor could be elected.
+func (e *Engine) margin() time.Duration { return e.cfg.LeaderTTL / 10 }
+
+func (e *Engine) trusted() bool { return time.Now().UnixNano() < e.trustUntil.Load() }
+
+// New returns an engine; Run starts it.
+func New(drv driver.Driver, cfg Config) *Engine {
+	if cfg.LeaderTTL == 0 {
+		cfg.LeaderTTL = 15 * time.Second
+	}
+	if cfg.ReapInterval == 0 {
+		cfg.ReapInterval = time.Second
+	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = time.Second
+	}
+	if cfg.RetentionInterval == 0 {
+		cfg.RetentionInterval = time.Minute
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{drv: drv, cfg: cfg, log: log.With("engine", cfg.ID)}
+}
+
+// IsLeader reports whether this process leads right now.
+func (e *Engine) IsLeader() bool { return e.leader.Load() }
+
+// Reaped counts jobs the lease reaper moved while this engine led.
+func (e *Engine) Reaped() int64 { return e.reaped.Load() }
+
+// Run campaigns for leadership until ctx ends, running the loops while leading,
+// and resigns on the way out so a successor need not wait for the lease to expire.
+func (e *Engine) Run(ctx context.Context) {
+	interval := e.cfg.LeaderTTL / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var (
+		loopsCancel context.CancelFunc
+		loops       sync.WaitGroup
+	)
+	stopLoops := func() {
+		e.trustUntil.Store(0)
+		if loopsCancel != nil {
+			loopsCancel()
+			loops.Wait()
+			loopsCancel = nil
+			e.leader.Store(false)
+			if e.cfg.OnLeader != nil {
+				e.cfg.OnLeader(false)
+			}
+			e.log.Info("leadership lost")
+		}
+	}
+	defer func() {
+		stopLoops()
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.drv.LeaderResign(rctx, e.cfg.ID)
+	}()
+	for {
+		asked := time.Now()
+		actx, cancel := context.WithTimeout(ctx, interval)
+		lead, err := e.drv.LeaderAttemptElect(actx, driver.LeaderParams{ID: e.cfg.ID, TTL: e.cfg.LeaderTTL})
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Warn("leader election failed", "err", err)
+			if loopsCancel != nil && !e.trusted() {
+				stopLoops()
+			}
+		case lead:
+			// Measured from before we asked, so the local estimate never outlives
+			// the lease the database granted.
+			e.trustUntil.Store(asked.Add(e.cfg.LeaderTTL - e.margin()).UnixNano())
+			if loopsCancel == nil {
+				lctx, cancelLoops := context.WithCancel(ctx)
+				loopsCancel = cancelLoops
+				e.leader.Store(true)
+				if e.cfg.OnLeader != nil {
+					e.cfg.OnLeader(true)
+				}
+				e.log.Info("became leader")
+				e.startLoops(lctx, &loops)
+			}
+		default:
+			stopLoops()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Engine) startLoops(ctx context.Context, wg *sync.WaitGroup) {
+	loop := func(every time.Duration, fn func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				if e.trusted() {
+					fn(ctx)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	loop(e.cfg.ReapInterval, e.reap)
+	loop(e.cfg.ReconcileInterval, e.reconcile)
+	if e.cfg.Retention > 0 {
+		loop(e.cfg.RetentionInterval, e.retain)
+	}
+}
+
+// reap moves jobs whose lease expired to stalled and on to queued or failed.
+func (e *Engine) reap(ctx context.Context) {
+	for ctx.Err() == nil {
+		jobs, err := e.drv.JobReapExpired(ctx, driver.ReapParams{Limit: 1000})
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("lease reaper failed", "err", err)
+			}
+			return
+		}
+		for _, j := range jobs {
+			e.log.Info("lease expired; job reaped", "job", j.ID, "attempt", j.Attempt, "now", j.Status)
+		}
+		e.reaped.Add(int64(len(jobs)))
+		if len(jobs) < 1000 {
+			return
+		}
+	}
+}
+
+// reconcile re-publishes wake-ups for queues with claimable jobs: a lost wake-up,
+// or a job whose run_at just arrived, is noticed within one period.
+func (e *Engine) reconcile(ctx context.Context) {
+	queues, err := e.drv.QueuesReady(ctx, nil)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("wake-up reconciler failed", "err", err)
+		}
+		return
+	}
+	if len(queues) == 0 {
+		return
+	}
+	if err := e.drv.WakeupPublish(ctx, queues); err != nil && ctx.Err() == nil {
+		e.log.Warn("wake-up reconciler failed", "err", err)
+	}
+	if e.cfg.Publish != nil {
+		if err := e.cfg.Publish(ctx, queues); err != nil && ctx.Err() == nil {
+			e.log.Warn("wake-up reconciler: transport publish failed", "err", err)
+		}
+	}
+}
+
+// retain deletes finished jobs older than the retention age, in batches.
+func (e *Engine) retain(ctx context.Context) {
+	before := time.Now().Add(-e.cfg.Retention)
+	for ctx.Err() == nil {
+		n, err := e.drv.JobDeleteFinished(ctx, driver.DeleteFinishedParams{Before: before, Limit: 1000})
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("retention failed", "err", err)
+			}
+			return
+		}
+		if n > 0 {
+			e.log.Info("retention deleted finished jobs", "count", n)
+		}
+		if n < 1000 {
+			return
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package maintenance_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/maintenance"
+	"github.com/drover-dev/drover/internal/testdb"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not synchronising on time
+	}
+}
+
+func TestOneLeaderAndHandover(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			drv := testdb.Open(t, kind)
+			var mu sync.Mutex
+			leading := map[string]bool{}
+			overlap := ""
+			engines := make([]*maintenance.Engine, 3)
+			cancels := make([]context.CancelFunc, 3)
+			done := make([]chan struct{}, 3)
+			for i := range engines {
+				id := fmt.Sprintf("e%d", i)
+				engines[i] = maintenance.New(drv, maintenance.Config{
+					ID: id, LeaderTTL: 600 * time.Millisecond, ReapInterval: 20 * time.Millisecond,
+					OnLeader: func(lead bool) {
+						mu.Lock()
+						defer mu.Unlock()
+						if lead {
+							for other, l := range leading {
+								if l && other != id {
+									overlap = fmt.Sprintf("%s became leader while %s led", id, other)
+								}
+							}
+						}
+						leading[id] = lead
+					},
+				})
+				ctx, cancel := context.WithCancel(context.Background())
+				cancels[i], done[i] = cancel, make(chan struct{})
+				go func() { defer close(done[i]); engines[i].Run(ctx) }()
+			}
+			t.Cleanup(func() {
+				for i := range cancels {
+					cancels[i]()
+					<-done[i]
+				}
+			})
+			leader := func() int {
+				n, who := 0, -1
+				for i, e := range engines {
+					if e.IsLeader() {
+						n, who = n+1, i
+					}
+				}
+				if n > 1 {
+					t.Fatalf("%d engines lead at once", n)
+				}
+				return who
+			}
+			waitFor(t, "a leader", 5*time.Second, func() bool { return leader() >= 0 })
+			first := leader()
+			l, err := drv.LeaderGet(context.Background())
+			if err != nil || l.ID != fmt.Sprintf("e%d", first) {
+				t.Fatalf("LeaderGet = %+v, %v; want e%d", l, err, first)
+			}
+
+			// The leader's reaper requeues a job whose lease expired.
+			res, err := drv.JobInsertMany(context.Background(), []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := res[0].Job.ID
+			if _, err := drv.JobClaim(context.Background(), driver.ClaimParams{Queues: []string{"q"}, Owner: "gone", LeaseDuration: 50 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the reaper to requeue the job", 5*time.Second, func() bool {
+				j, err := drv.JobGet(context.Background(), id)
+				return err == nil && j.Status == lifecycle.StatusQueued && j.Attempt == 1
+			})
+
+			// A leader that stops resigns, so a successor need not wait out the lease.
+			cancels[first]()
+			<-done[first]
+			waitFor(t, "a successor", 5*time.Second, func() bool { w := leader(); return w >= 0 && w != first })
+			mu.Lock()
+			defer mu.Unlock()
+			if overlap != "" {
+				t.Fatal(overlap)
+			}
+		})
+	}
+}
