@@ -1,0 +1,253 @@
+// Command compare runs the same workloads against Drover, River and a raw
+// baseline on one PostgreSQL database (and, with --sqlite, Drover and a raw
+// baseline on SQLite), one after the other, and prints one table. See README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var allWorkloads = []string{"burn-down", "continuous", "latency", "backlog"}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		dbURL       = flag.String("database-url", "postgres://postgres@127.0.0.1:5432/drover_bench?sslmode=disable", "PostgreSQL database for every run (created if missing); each system gets its own schema")
+		workloadsF  = flag.String("workloads", strings.Join(allWorkloads, ","), "comma list of workloads: "+strings.Join(allWorkloads, ","))
+		systemsF    = flag.String("system", "drover,river,raw", "comma list of systems: drover, river, raw")
+		jobs        = flag.Int64("jobs", 1_000_000, "burn-down: jobs inserted, then worked")
+		contDur     = flag.Duration("continuous", 60*time.Second, "continuous: measurement window")
+		maxPending  = flag.Int64("max-pending", 50_000, "continuous: the enqueuer keeps at most this many jobs not yet completed")
+		latRate     = flag.Int("latency-rate", 1000, "latency: jobs offered per second (one insert each)")
+		latDur      = flag.Duration("latency-duration", 30*time.Second, "latency: how long the rate is offered")
+		backlogF    = flag.String("backlog", "10000,1000000,5000000", "backlog: table sizes (rows), grown in turn")
+		backlogJobs = flag.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
+		backlogFut  = flag.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
+		sqlite      = flag.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous)")
+		sqliteDir   = flag.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
+		conc        = flag.Int("concurrency", 100, "drover and raw: jobs run at once (handler goroutines)")
+		claimBatch  = flag.Int("claim-batch", 0, "drover and raw: most jobs one claim takes (0: Drover's default; raw then uses 10)")
+		compBatch   = flag.Int("completion-batch", 0, "drover and raw: most completions per statement (0: Drover's default; raw then uses 100)")
+		pollMS      = flag.Int("poll-interval-ms", 0, "drover: fallback poll interval in ms (0: Drover's default)")
+		insertBatch = flag.Int("insert-batch", 1000, "jobs per insert statement in burn-down and continuous (every system)")
+		insertWork  = flag.Int("insert-workers", 1, "goroutines inserting batches concurrently in burn-down and continuous")
+		maxConns    = flag.Int("max-conns", 0, "connection pool size of every system (0: pgx's default, max(4, CPUs))")
+		riverMaxW   = flag.Int("river-max-workers", 2000, "river: MaxWorkers of the default queue (riverbench: 2000)")
+		riverCool   = flag.Duration("river-fetch-cooldown", 2*time.Millisecond, "river: FetchCooldown (riverbench: 2ms; River's default 100ms)")
+		riverPoll   = flag.Duration("river-fetch-poll-interval", 20*time.Millisecond, "river: FetchPollInterval (riverbench: 20ms; River's default 1s)")
+		riverFast   = flag.Bool("river-insert-fast", false, "river: insert batches with InsertManyFast (COPY) instead of InsertMany")
+		stall       = flag.Duration("stall-timeout", 60*time.Second, "give up on a run when no job completed for this long")
+		output      = flag.String("o", "table", "output: table or json")
+	)
+	flag.Parse()
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("-o must be table or json, got %q", *output)
+	}
+	wl, err := pickList(*workloadsF, allWorkloads, "workload")
+	if err != nil {
+		return err
+	}
+	sysNames, err := pickList(*systemsF, []string{"drover", "river", "raw"}, "system")
+	if err != nil {
+		return err
+	}
+	var sizes []int64
+	for _, f := range strings.Split(*backlogF, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n < 2 {
+			return fmt.Errorf("--backlog: %q is not a size of at least 2", f)
+		}
+		sizes = append(sizes, n)
+	}
+	if *jobs < 1 || *insertBatch < 1 || *conc < 1 || *latRate < 1 || *backlogJobs < 1 || *maxPending < int64(*insertBatch) {
+		return fmt.Errorf("--jobs, --insert-batch, --concurrency, --latency-rate and --backlog-jobs must be positive, and --max-pending at least --insert-batch")
+	}
+	o := opts{
+		jobs: *jobs, insertBatch: *insertBatch, insertWorkers: *insertWork, continuous: *contDur, maxPending: *maxPending,
+		latencyRate: *latRate, latencyDuration: *latDur, backlog: sizes, backlogJobs: *backlogJobs,
+		backlogFuture: *backlogFut, stall: *stall,
+	}
+	k := knobs{concurrency: *conc, claimBatch: *claimBatch, completionBatch: *compBatch, pollInterval: *pollMS}
+	rk := riverKnobs{maxWorkers: *riverMaxW, fetchCooldown: *riverCool, fetchPoll: *riverPoll, insertFast: *riverFast}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+
+	if u, err := url.Parse(*dbURL); err != nil {
+		return fmt.Errorf("--database-url: %w", err)
+	} else if db := strings.TrimPrefix(u.Path, "/"); db == "postgres" || db == "test" || db == "" {
+		return fmt.Errorf("--database-url: refusing to benchmark in database %q; use a database of its own (e.g. drover_bench)", db)
+	}
+	if err := ensureDatabase(ctx, *dbURL); err != nil {
+		return err
+	}
+	admin, err := newPool(ctx, *dbURL, "public", 3)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	// One run at a time per database: a second run would drop this run's
+	// schemas and work its jobs (and both would measure a shared CPU).
+	lock, err := admin.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	var locked bool
+	if err := lock.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext('drover bench/compare'))").Scan(&locked); err != nil {
+		return err
+	}
+	if !locked {
+		return fmt.Errorf("another bench/compare run is using %s; wait for it (or use another --database-url)", redactURL(*dbURL))
+	}
+	defer lock.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext('drover bench/compare'))")
+	probe, err := newPool(ctx, *dbURL, "public", *maxConns)
+	if err != nil {
+		return err
+	}
+	poolMax := probe.Config().MaxConns
+	probe.Close()
+
+	var systems []system
+	for _, n := range sysNames {
+		switch n {
+		case "drover":
+			systems = append(systems, newDroverPG(admin, *dbURL, *maxConns, k))
+		case "river":
+			systems = append(systems, newRiver(admin, *dbURL, *maxConns, rk))
+		case "raw":
+			systems = append(systems, newRawPG(admin, *dbURL, *maxConns, k))
+		}
+	}
+	var sqliteSystems []system
+	if *sqlite {
+		dir := *sqliteDir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "drover-compare-"); err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+		}
+		if contains(sysNames, "drover") {
+			sqliteSystems = append(sqliteSystems, newDroverSQLite(dir, k))
+		}
+		if contains(sysNames, "raw") {
+			sqliteSystems = append(sqliteSystems, newRawSQLite(dir, k))
+		}
+	}
+	defer func() {
+		for _, s := range append(systems, sqliteSystems...) {
+			s.close()
+		}
+	}()
+
+	settleFn := func() error { return settle(ctx, admin) }
+	// prepare gives a run an empty database: every system's schema is dropped,
+	// the one about to run is recreated and migrated, then VACUUM ANALYZE and a
+	// CHECKPOINT.
+	prepare := func(s system) error {
+		for _, o := range append(systems, sqliteSystems...) {
+			if o != s {
+				if err := o.wipe(ctx); err != nil {
+					return fmt.Errorf("%s: wipe: %w", o.name(), err)
+				}
+			}
+		}
+		if err := s.reset(ctx); err != nil {
+			return fmt.Errorf("%s: reset: %w", s.name(), err)
+		}
+		return settleFn()
+	}
+
+	mach := describeMachine(ctx, admin, poolMax)
+	rep := report{Machine: mach, Settings: describeSettings(o, k, rk, wl)}
+	for _, w := range wl {
+		runOn := systems
+		if w == "burn-down" || w == "continuous" {
+			runOn = append(append([]system(nil), systems...), sqliteSystems...)
+		}
+		for _, s := range runOn {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if (w == "latency" || w == "backlog") && s.name() == "raw" {
+				continue // no queue logic: nothing to wake a claim, nothing to measure
+			}
+			logf("%s on %s", w, s.name())
+			if err := prepare(s); err != nil {
+				return err
+			}
+			switch w {
+			case "burn-down":
+				rep.Results = append(rep.Results, burnDown(ctx, s, o))
+			case "continuous":
+				rep.Results = append(rep.Results, continuous(ctx, s, o))
+			case "latency":
+				rep.Results = append(rep.Results, latency(ctx, s, o))
+			case "backlog":
+				rep.Results = append(rep.Results, backlog(ctx, s, o, settleFn)...)
+			}
+			if r := rep.Results[len(rep.Results)-1]; r.Error != "" {
+				logf("%s on %s: %s", w, s.name(), r.Error)
+			}
+		}
+	}
+	if *output == "json" {
+		return rep.writeJSON(os.Stdout)
+	}
+	rep.writeTable(os.Stdout)
+	return nil
+}
+
+func pickList(s string, known []string, what string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if f == "all" {
+			return known, nil
+		}
+		if !contains(known, f) {
+			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, f, strings.Join(known, ", "))
+		}
+		if !contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no %s chosen", what)
+	}
+	// Keep the canonical order.
+	var ordered []string
+	for _, k := range known {
+		if contains(out, k) {
+			ordered = append(ordered, k)
+		}
+	}
+	return ordered, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}

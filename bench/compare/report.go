@@ -1,0 +1,240 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+type report struct {
+	Machine  machine           `json:"machine"`
+	Settings map[string]string `json:"settings"`
+	Results  []result          `json:"results"`
+}
+
+func describeSettings(o opts, k knobs, rk riverKnobs, wl []string) map[string]string {
+	def := func(v int, d string) string {
+		if v == 0 {
+			return d
+		}
+		return fmt.Sprint(v)
+	}
+	riverInsert := "InsertMany"
+	if rk.insertFast {
+		riverInsert = "InsertManyFast"
+	}
+	return map[string]string{
+		"workloads":               strings.Join(wl, ","),
+		"concurrency":             fmt.Sprint(k.concurrency),
+		"claim_batch":             def(k.claimBatch, fmt.Sprintf("drover default (raw %d)", rawDefaultClaimBatch)),
+		"completion_batch":        def(k.completionBatch, fmt.Sprintf("drover default (raw %d)", rawDefaultCompletionBatch)),
+		"drover_poll_interval":    def(k.pollInterval, "drover default"),
+		"insert_batch":            fmt.Sprint(o.insertBatch),
+		"insert_workers":          fmt.Sprint(o.insertWorkers),
+		"max_pending":             fmt.Sprint(o.maxPending),
+		"river_max_workers":       fmt.Sprint(rk.maxWorkers),
+		"river_fetch_cooldown":    rk.fetchCooldown.String(),
+		"river_fetch_poll":        rk.fetchPoll.String(),
+		"river_insert":            riverInsert,
+		"backlog_future_fraction": fmt.Sprint(o.backlogFuture),
+		"backlog_jobs":            fmt.Sprint(o.backlogJobs),
+	}
+}
+
+func (r report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// row is one line of the table: a workload's metric across systems.
+type row struct {
+	workload, metric string
+	vals             map[string]string
+	drover, river    float64 // for the ratio; 0: none
+	hasRatio         bool
+}
+
+func (r report) writeTable(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "Drover vs River — %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "machine:  %d CPUs (GOMAXPROCS %d), %s, %s\n", m.CPUs, m.GOMAXPROCS, m.OS, m.GoVersion)
+	fmt.Fprintf(w, "postgres: %s, synchronous_commit=%s, fsync=%s, full_page_writes=%s, shared_buffers=%s, max_connections=%s; pool %d conns per system\n",
+		m.PostgreSQL, m.SynchronousCommit, m.Fsync, m.FullPageWrites, m.SharedBuffers, m.MaxConnections, m.PoolMaxConns)
+	fmt.Fprintf(w, "versions: drover %s, river %s\n", orQ(m.DroverCommit), m.RiverVersion)
+	s := r.Settings
+	fmt.Fprintf(w, "drover/raw: concurrency %s, claim batch %s, completion batch %s, poll %s; inserts: %s a statement, %s inserter(s)\n",
+		s["concurrency"], s["claim_batch"], s["completion_batch"], s["drover_poll_interval"], s["insert_batch"], s["insert_workers"])
+	fmt.Fprintf(w, "river:      MaxWorkers %s, FetchCooldown %s, FetchPollInterval %s (riverbench's), %s\n",
+		s["river_max_workers"], s["river_fetch_cooldown"], s["river_fetch_poll"], s["river_insert"])
+	fmt.Fprintf(w, "command:  %s\n\n", m.CommandLine)
+
+	var systems []string
+	for _, res := range r.Results {
+		if !contains(systems, res.System) {
+			systems = append(systems, res.System)
+		}
+	}
+	// Column order: drover, river, ratio, then the rest.
+	order := []string{}
+	for _, s := range []string{"drover", "river", "raw", "drover-sqlite", "raw-sqlite"} {
+		if contains(systems, s) {
+			order = append(order, s)
+		}
+	}
+
+	var rows []*row
+	find := func(workload, metric string, ratio bool) *row {
+		for _, x := range rows {
+			if x.workload == workload && x.metric == metric {
+				return x
+			}
+		}
+		x := &row{workload: workload, metric: metric, vals: map[string]string{}, hasRatio: ratio}
+		rows = append(rows, x)
+		return x
+	}
+	put := func(res result, metric string, v float64, format string, ratio bool) {
+		x := find(res.Workload+" "+res.Param, metric, ratio)
+		x.vals[res.System] = fmt.Sprintf(format, v)
+		switch res.System {
+		case "drover":
+			x.drover = v
+		case "river":
+			x.river = v
+		}
+	}
+	putS := func(res result, metric, v string) {
+		find(res.Workload+" "+res.Param, metric, false).vals[res.System] = v
+	}
+	var errs []string
+	for _, res := range r.Results {
+		if res.Error != "" {
+			errs = append(errs, fmt.Sprintf("%s %s on %s: %s", res.Workload, res.Param, res.System, res.Error))
+		}
+		switch res.Workload {
+		case "burn-down":
+			put(res, "insert jobs/s", res.InsertPerSec, "%.0f", true)
+			put(res, "work jobs/s", res.WorkPerSec, "%.0f", true)
+		case "continuous":
+			put(res, "jobs/s", res.WorkPerSec, "%.0f", true)
+			put(res, "inserted/s", res.InsertPerSec, "%.0f", true)
+			if len(res.Heap) > 0 {
+				first, last := res.Heap[0].HeapMiB, res.Heap[len(res.Heap)-1].HeapMiB
+				lo, hi := first, first
+				for _, h := range res.Heap {
+					lo, hi = min(lo, h.HeapMiB), max(hi, h.HeapMiB)
+				}
+				putS(res, "heap MiB start→end", fmt.Sprintf("%.1f→%.1f", first, last))
+				putS(res, "heap MiB min..max", fmt.Sprintf("%.1f..%.1f", lo, hi))
+			}
+		case "latency", "backlog":
+			name := "start"
+			if res.Workload == "backlog" {
+				name = "claim"
+			}
+			put(res, name+" p50 ms", res.StartP50, "%.2f", true)
+			put(res, name+" p99 ms", res.StartP99, "%.2f", true)
+			put(res, "finish p50 ms", res.FinishP50, "%.2f", true)
+			put(res, "finish p99 ms", res.FinishP99, "%.2f", true)
+			if res.Workload == "latency" {
+				put(res, "offered jobs/s", res.AchievedPerSec, "%.0f", false)
+			}
+		}
+		lostDup := fmt.Sprintf("%d/%d", res.Lost, res.Dup)
+		if res.DBUnfinished > 0 {
+			lostDup += fmt.Sprintf(" (db: %d unfinished)", res.DBUnfinished)
+		}
+		if res.Error != "" {
+			lostDup += " ERROR"
+		}
+		putS(res, "lost/dup", lostDup)
+	}
+
+	header := []string{"workload", "metric"}
+	var ratioAfter int = -1
+	for i, s := range order {
+		header = append(header, s)
+		if s == "river" {
+			ratioAfter = i
+		}
+	}
+	if ratioAfter >= 0 && contains(order, "drover") {
+		header = insertAt(header, 2+ratioAfter+1, "drover/river")
+	} else {
+		ratioAfter = -1
+	}
+	table := [][]string{header}
+	prev := ""
+	for _, x := range rows {
+		wl := x.workload
+		if wl == prev {
+			wl = ""
+		}
+		prev = x.workload
+		cells := []string{wl, x.metric}
+		for _, s := range order {
+			v, ok := x.vals[s]
+			if !ok {
+				v = "-"
+			}
+			cells = append(cells, v)
+		}
+		if ratioAfter >= 0 {
+			ratio := ""
+			if x.hasRatio && x.drover > 0 && x.river > 0 {
+				ratio = fmt.Sprintf("%.2f×", x.drover/x.river)
+			}
+			cells = insertAt(cells, 2+ratioAfter+1, ratio)
+		}
+		table = append(table, cells)
+	}
+	writeAligned(w, table)
+	fmt.Fprintln(w, "\njobs/s: higher is better; ms: lower is better; lost/dup must be 0/0. drover/river is the plain quotient.")
+	for _, e := range errs {
+		fmt.Fprintln(w, "ERROR:", e)
+	}
+}
+
+// writeAligned prints rows as columns: the first two left-aligned, the others
+// right-aligned, two spaces apart.
+func writeAligned(w io.Writer, table [][]string) {
+	width := map[int]int{}
+	for _, r := range table {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range table {
+		var b strings.Builder
+		for i, c := range r {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i < 2 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+func insertAt(xs []string, i int, v string) []string {
+	xs = append(xs, "")
+	copy(xs[i+1:], xs[i:])
+	xs[i] = v
+	return xs
+}
+
+func orQ(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}

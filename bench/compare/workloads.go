@@ -1,0 +1,396 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// result is one workload on one system. Latencies are in milliseconds.
+type result struct {
+	Workload string `json:"workload"`
+	Param    string `json:"param"`
+	System   string `json:"system"`
+	Jobs     int64  `json:"jobs"` // jobs the workload enqueued and checked
+
+	InsertPerSec   float64 `json:"insert_jobs_per_sec,omitempty"`
+	WorkPerSec     float64 `json:"work_jobs_per_sec,omitempty"`
+	InsertSeconds  float64 `json:"insert_seconds,omitempty"`
+	WorkSeconds    float64 `json:"work_seconds,omitempty"`
+	OfferedPerSec  float64 `json:"offered_per_sec,omitempty"`
+	AchievedPerSec float64 `json:"achieved_offer_per_sec,omitempty"`
+
+	StartP50  float64 `json:"start_p50_ms,omitempty"`
+	StartP99  float64 `json:"start_p99_ms,omitempty"`
+	FinishP50 float64 `json:"finish_p50_ms,omitempty"`
+	FinishP99 float64 `json:"finish_p99_ms,omitempty"`
+
+	Heap []memSample `json:"heap,omitempty"`
+
+	Lost         int64  `json:"lost"`
+	Dup          int64  `json:"dup"`
+	DBUnfinished int64  `json:"db_unfinished"` // -1: not checked
+	Error        string `json:"error,omitempty"`
+}
+
+// memSample is the process's HeapInuse after a GC, less what the harness's
+// tracker holds, at At seconds into the window.
+type memSample struct {
+	At       float64 `json:"at_s"`
+	HeapMiB  float64 `json:"heap_inuse_mib"`
+	TrackMiB float64 `json:"tracker_mib"`
+}
+
+type opts struct {
+	jobs            int64
+	insertBatch     int
+	insertWorkers   int
+	continuous      time.Duration
+	maxPending      int64
+	latencyRate     int
+	latencyDuration time.Duration
+	backlog         []int64
+	backlogJobs     int
+	backlogFuture   float64
+	stall           time.Duration
+}
+
+const msPerNs = 1e-6
+
+func ms(d time.Duration) float64 { return float64(d) * msPerNs }
+
+// waitCompleted waits until target jobs completed, or until none completed for
+// stall; it reports whether all did.
+func waitCompleted(ctx context.Context, t *tracker, target int64, stall time.Duration) bool {
+	last, since := t.completed.Load(), time.Now()
+	for {
+		c := t.completed.Load()
+		if c >= target {
+			return true
+		}
+		if c != last {
+			last, since = c, time.Now()
+		}
+		if time.Since(since) > stall || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// finish stops the workers, then fills in the lost/dup verdict and the database's
+// own count of unfinished jobs.
+func finish(ctx context.Context, s system, t *tracker, r *result, checkDB bool) {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := s.stop(sctx); err != nil && r.Error == "" {
+		r.Error = "stop: " + err.Error()
+	}
+	r.Jobs = t.next.Load()
+	r.Lost, r.Dup = t.verdict()
+	r.DBUnfinished = -1
+	if checkDB {
+		if n, err := s.unfinished(ctx); err == nil {
+			r.DBUnfinished = n
+		}
+	}
+}
+
+// insertAll inserts jobs seqs [0, n) in batches, workers at a time.
+func insertAll(ctx context.Context, s system, t *tracker, n int64, batch, workers int) error {
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range max(1, workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				failed := firstErr != nil
+				mu.Unlock()
+				if failed || ctx.Err() != nil {
+					return
+				}
+				k := min(int64(batch), n-next.Load())
+				if k <= 0 {
+					return
+				}
+				// reserve and next advance together under the lock, so batches
+				// never overlap and never pass n.
+				mu.Lock()
+				k = min(int64(batch), n-next.Load())
+				if k <= 0 {
+					mu.Unlock()
+					return
+				}
+				first := t.reserve(int(k))
+				next.Add(k)
+				mu.Unlock()
+				if err := s.insertBatch(ctx, first, int(k)); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("insert: %w", err)
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+func burnDown(ctx context.Context, s system, o opts) result {
+	r := result{Workload: "burn-down", Param: fmt.Sprintf("%d jobs", o.jobs), System: s.name(), DBUnfinished: -1}
+	t := newTracker(false)
+	began := time.Now()
+	if err := insertAll(ctx, s, t, o.jobs, o.insertBatch, o.insertWorkers); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	ins := time.Since(began)
+	r.InsertSeconds, r.InsertPerSec = ins.Seconds(), float64(o.jobs)/ins.Seconds()
+	logf("%s: burn-down: inserted %d in %s (%.0f/s); working", s.name(), o.jobs, ins.Round(time.Millisecond), r.InsertPerSec)
+
+	w0 := time.Now()
+	if err := s.start(ctx, t); err != nil {
+		r.Error = "start: " + err.Error()
+		return r
+	}
+	if !waitCompleted(ctx, t, o.jobs, o.stall) {
+		r.Error = fmt.Sprintf("stalled at %d of %d completed", t.completed.Load(), o.jobs)
+	}
+	if last := t.lastDone.Load(); last != 0 {
+		work := time.Unix(0, last).Sub(w0)
+		r.WorkSeconds, r.WorkPerSec = work.Seconds(), float64(t.completed.Load())/work.Seconds()
+	}
+	finish(ctx, s, t, &r, true)
+	return r
+}
+
+func sampleHeap(t *tracker, since time.Time) memSample {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	tb := t.bytes.Load()
+	return memSample{
+		At:       time.Since(since).Seconds(),
+		HeapMiB:  float64(int64(m.HeapInuse)-tb) / (1 << 20),
+		TrackMiB: float64(tb) / (1 << 20),
+	}
+}
+
+func continuous(ctx context.Context, s system, o opts) result {
+	r := result{Workload: "continuous", Param: o.continuous.String(), System: s.name(), DBUnfinished: -1}
+	t := newTracker(false)
+	// Prefill up to the pending bound, as riverbench does before it starts its
+	// clock, so the workers never start on an empty table.
+	if err := insertAll(ctx, s, t, o.maxPending, o.insertBatch, o.insertWorkers); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	if err := s.start(ctx, t); err != nil {
+		r.Error = "start: " + err.Error()
+		return r
+	}
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	stopAll := func() { stopOnce.Do(func() { close(stop) }) }
+	var insErr atomic.Value
+	var enqDone sync.WaitGroup
+	for range max(1, o.insertWorkers) {
+		enqDone.Add(1)
+		go func() {
+			defer enqDone.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if t.next.Load()-t.completed.Load() >= o.maxPending {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				first := t.reserve(o.insertBatch)
+				if err := s.insertBatch(ctx, first, o.insertBatch); err != nil {
+					insErr.Store(err)
+					// The batch may or may not exist; stop the run loudly.
+					stopAll()
+					return
+				}
+			}
+		}()
+	}
+
+	t0 := time.Now()
+	c0, n0 := t.completed.Load(), t.next.Load()
+	r.Heap = append(r.Heap, sampleHeap(t, t0))
+	tick := time.NewTicker(10 * time.Second)
+	end := time.NewTimer(o.continuous)
+loop:
+	for {
+		select {
+		case <-tick.C:
+			h := sampleHeap(t, t0)
+			r.Heap = append(r.Heap, h)
+			logf("%s: continuous: %.0fs: %d completed, %d pending, heap %.1f MiB", s.name(), h.At, t.completed.Load()-c0, t.next.Load()-t.completed.Load(), h.HeapMiB)
+		case <-end.C:
+			break loop
+		case <-stop:
+			break loop
+		}
+	}
+	tick.Stop()
+	c1, n1, t1 := t.completed.Load(), t.next.Load(), time.Now()
+	r.Heap = append(r.Heap, sampleHeap(t, t0))
+	stopAll()
+	enqDone.Wait()
+	win := t1.Sub(t0)
+	r.WorkSeconds, r.WorkPerSec = win.Seconds(), float64(c1-c0)/win.Seconds()
+	r.InsertPerSec = float64(n1-n0) / win.Seconds()
+	if err, _ := insErr.Load().(error); err != nil {
+		r.Error = "insert: " + err.Error()
+	}
+	logf("%s: continuous: %.0f jobs/s over %s; draining %d", s.name(), r.WorkPerSec, win.Round(time.Millisecond), t.next.Load()-t.completed.Load())
+	if !waitCompleted(ctx, t, t.next.Load(), o.stall) && r.Error == "" {
+		r.Error = fmt.Sprintf("drain stalled at %d of %d completed", t.completed.Load(), t.next.Load())
+	}
+	finish(ctx, s, t, &r, true)
+	return r
+}
+
+func latency(ctx context.Context, s system, o opts) result {
+	total := int64(float64(o.latencyRate) * o.latencyDuration.Seconds())
+	r := result{
+		Workload: "latency", Param: fmt.Sprintf("%d/s for %s", o.latencyRate, o.latencyDuration),
+		System: s.name(), OfferedPerSec: float64(o.latencyRate), DBUnfinished: -1,
+	}
+	t := newTracker(true)
+	t.reserve(int(total))
+	if err := s.start(ctx, t); err != nil {
+		r.Error = "start: " + err.Error()
+		return r
+	}
+	jobs := make(chan int64, 4096)
+	var insErr atomic.Value
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range jobs {
+				t.enqueued(seq, time.Now())
+				if err := s.insertOne(ctx, seq); err != nil {
+					insErr.Store(err)
+				}
+			}
+		}()
+	}
+	interval := time.Second / time.Duration(o.latencyRate)
+	t0 := time.Now()
+	for i := range total {
+		if d := time.Until(t0.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	r.AchievedPerSec = float64(total) / time.Since(t0).Seconds()
+	if err, _ := insErr.Load().(error); err != nil {
+		r.Error = "insert: " + err.Error()
+	}
+	if !waitCompleted(ctx, t, total, o.stall) && r.Error == "" {
+		r.Error = fmt.Sprintf("stalled at %d of %d completed", t.completed.Load(), total)
+	}
+	start, fin := t.latencySamples(0, total)
+	r.StartP50, r.StartP99 = ms(percentile(start, 50)), ms(percentile(start, 99))
+	r.FinishP50, r.FinishP99 = ms(percentile(fin, 50)), ms(percentile(fin, 99))
+	finish(ctx, s, t, &r, true)
+	return r
+}
+
+// backlogWarmup jobs run before each backlog measurement and are not counted.
+const backlogWarmup = 10
+
+// backlog grows the table to each size in turn (seeded rows, not measured), then
+// runs jobs one at a time — enqueue, wait for its completion, next — and reports
+// enqueue→start (the claim) and enqueue→finish latencies.
+func backlog(ctx context.Context, s system, o opts, settleFn func() error) []result {
+	sd, ok := s.(seeder)
+	if !ok {
+		return nil
+	}
+	sizes := slices.Clone(o.backlog)
+	slices.Sort(sizes)
+	var out []result
+	var have int64
+	for _, size := range sizes {
+		r := result{Workload: "backlog", Param: fmt.Sprintf("%d rows", size), System: s.name(), DBUnfinished: -1}
+		add := size - have
+		if add > 0 {
+			future := int64(float64(add) * o.backlogFuture)
+			began := time.Now()
+			if err := sd.seed(ctx, add-future, future); err != nil {
+				r.Error = "seed: " + err.Error()
+				out = append(out, r)
+				return out
+			}
+			have = size
+			logf("%s: backlog: seeded %d rows (%d waiting far in the future) in %s", s.name(), add, future, time.Since(began).Round(time.Millisecond))
+			if err := settleFn(); err != nil {
+				r.Error = err.Error()
+				out = append(out, r)
+				return out
+			}
+		}
+		t := newTracker(true)
+		t.watch = make(chan int64, 64)
+		n := int64(backlogWarmup + o.backlogJobs)
+		t.reserve(int(n))
+		if err := s.start(ctx, t); err != nil {
+			r.Error = "start: " + err.Error()
+			out = append(out, r)
+			return out
+		}
+		for seq := range n {
+			t.enqueued(seq, time.Now())
+			if err := s.insertOne(ctx, seq); err != nil {
+				r.Error = "insert: " + err.Error()
+				break
+			}
+			timeout := time.After(o.stall)
+		wait:
+			for {
+				select {
+				case got := <-t.watch:
+					if got == seq {
+						break wait
+					}
+				case <-timeout:
+					r.Error = fmt.Sprintf("job %d not completed within %s", seq, o.stall)
+					break wait
+				}
+			}
+			if r.Error != "" {
+				break
+			}
+		}
+		start, fin := t.latencySamples(backlogWarmup, n)
+		r.StartP50, r.StartP99 = ms(percentile(start, 50)), ms(percentile(start, 99))
+		r.FinishP50, r.FinishP99 = ms(percentile(fin, 50)), ms(percentile(fin, 99))
+		finish(ctx, s, t, &r, false)
+		r.Jobs = int64(o.backlogJobs)
+		logf("%s: backlog %d rows: claim p50 %.2f ms p99 %.2f ms", s.name(), size, r.StartP50, r.StartP99)
+		out = append(out, r)
+	}
+	return out
+}
