@@ -10,9 +10,12 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var allWorkloads = []string{"burn-down", "continuous", "latency", "backlog"}
@@ -38,6 +41,7 @@ func run() error {
 		backlogJobs = flag.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
 		backlogFut  = flag.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
 		sqlite      = flag.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous)")
+		sqliteOnly  = flag.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
 		sqliteDir   = flag.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
 		conc        = flag.Int("concurrency", 100, "drover and raw: jobs run at once (handler goroutines)")
 		claimBatch  = flag.Int("claim-batch", 0, "drover and raw: most jobs one claim takes (0: Drover's default; raw then uses 10)")
@@ -87,50 +91,29 @@ func run() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 
-	if u, err := url.Parse(*dbURL); err != nil {
-		return fmt.Errorf("--database-url: %w", err)
-	} else if db := strings.TrimPrefix(u.Path, "/"); db == "postgres" || db == "test" || db == "" {
-		return fmt.Errorf("--database-url: refusing to benchmark in database %q; use a database of its own (e.g. drover_bench)", db)
-	}
-	if err := ensureDatabase(ctx, *dbURL); err != nil {
-		return err
-	}
-	admin, err := newPool(ctx, *dbURL, "public", 3)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	// One run at a time per database: a second run would drop this run's
-	// schemas and work its jobs (and both would measure a shared CPU).
-	lock, err := admin.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer lock.Release()
-	var locked bool
-	if err := lock.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext('drover bench/compare'))").Scan(&locked); err != nil {
-		return err
-	}
-	if !locked {
-		return fmt.Errorf("another bench/compare run is using %s; wait for it (or use another --database-url)", redactURL(*dbURL))
-	}
-	defer lock.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext('drover bench/compare'))")
-	probe, err := newPool(ctx, *dbURL, "public", *maxConns)
-	if err != nil {
-		return err
-	}
-	poolMax := probe.Config().MaxConns
-	probe.Close()
-
 	var systems []system
-	for _, n := range sysNames {
-		switch n {
-		case "drover":
-			systems = append(systems, newDroverPG(admin, *dbURL, *maxConns, k))
-		case "river":
-			systems = append(systems, newRiver(admin, *dbURL, *maxConns, rk))
-		case "raw":
-			systems = append(systems, newRawPG(admin, *dbURL, *maxConns, k))
+	var admin *pgxpool.Pool
+	var poolMax int32
+	if *sqliteOnly {
+		*sqlite = true
+	} else {
+		var unlock func()
+		var err error
+		admin, poolMax, unlock, err = openPG(ctx, *dbURL, *maxConns)
+		if err != nil {
+			return err
+		}
+		defer admin.Close()
+		defer unlock()
+		for _, n := range sysNames {
+			switch n {
+			case "drover":
+				systems = append(systems, newDroverPG(admin, *dbURL, *maxConns, k))
+			case "river":
+				systems = append(systems, newRiver(admin, *dbURL, *maxConns, rk))
+			case "raw":
+				systems = append(systems, newRawPG(admin, *dbURL, *maxConns, k))
+			}
 		}
 	}
 	var sqliteSystems []system
@@ -155,7 +138,12 @@ func run() error {
 		}
 	}()
 
-	settleFn := func() error { return settle(ctx, admin) }
+	settleFn := func() error {
+		if admin == nil {
+			return nil // --sqlite-only: no PostgreSQL to settle
+		}
+		return settle(ctx, admin)
+	}
 	// prepare gives a run an empty database: every system's schema is dropped,
 	// the one about to run is recreated and migrated, then VACUUM ANALYZE and a
 	// CHECKPOINT.
@@ -173,7 +161,11 @@ func run() error {
 		return settleFn()
 	}
 
-	mach := describeMachine(ctx, admin, poolMax)
+	mach := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH, CommandLine: commandLine()}
+	if admin != nil {
+		mach = describeMachine(ctx, admin, poolMax)
+	}
 	rep := report{Machine: mach, Settings: describeSettings(o, k, rk, wl)}
 	for _, w := range wl {
 		runOn := systems
@@ -211,6 +203,54 @@ func run() error {
 	}
 	rep.writeTable(os.Stdout)
 	return nil
+}
+
+// openPG checks dbURL, creates its database if needed and takes the run lock; it
+// returns the admin pool, the pool size every system gets and the unlock.
+func openPG(ctx context.Context, dbURL string, maxConns int) (*pgxpool.Pool, int32, func(), error) {
+	if u, err := url.Parse(dbURL); err != nil {
+		return nil, 0, nil, fmt.Errorf("--database-url: %w", err)
+	} else if db := strings.TrimPrefix(u.Path, "/"); db == "postgres" || db == "test" || db == "" {
+		return nil, 0, nil, fmt.Errorf("--database-url: refusing to benchmark in database %q; use a database of its own (e.g. drover_bench)", db)
+	}
+	if err := ensureDatabase(ctx, dbURL); err != nil {
+		return nil, 0, nil, err
+	}
+	admin, err := newPool(ctx, dbURL, "public", 3)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	// One run at a time per database: a second run would drop this run's
+	// schemas and work its jobs (and both would measure a shared CPU).
+	lock, err := admin.Acquire(ctx)
+	if err != nil {
+		admin.Close()
+		return nil, 0, nil, err
+	}
+	var locked bool
+	if err := lock.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext('drover bench/compare'))").Scan(&locked); err != nil {
+		lock.Release()
+		admin.Close()
+		return nil, 0, nil, err
+	}
+	if !locked {
+		lock.Release()
+		admin.Close()
+		return nil, 0, nil, fmt.Errorf("another bench/compare run is using %s; wait for it (or use another --database-url)", redactURL(dbURL))
+	}
+	unlock := func() {
+		lock.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext('drover bench/compare'))")
+		lock.Release()
+	}
+	probe, err := newPool(ctx, dbURL, "public", maxConns)
+	if err != nil {
+		unlock()
+		admin.Close()
+		return nil, 0, nil, err
+	}
+	poolMax := probe.Config().MaxConns
+	probe.Close()
+	return admin, poolMax, unlock, nil
 }
 
 func pickList(s string, known []string, what string) ([]string, error) {
