@@ -80,20 +80,55 @@ func (c *cachingConn) Close() error {
 }
 
 // cacheable reports a single statement: multi-statement scripts (migrations) go
-// straight to the driver, which runs all of them.
+// straight to the driver, which runs all of them. A ';' inside a comment or a
+// quoted string does not end a statement: the queries' doc comments hold some,
+// and treating those as scripts re-parsed the hottest statements on every call.
 func cacheable(q string) bool {
-	body := strings.TrimRight(strings.TrimSpace(q), "; \t\n")
-	return body != "" && !strings.Contains(body, ";")
+	ended, body := false, false
+	for i := 0; i < len(q); i++ {
+		switch c := q[i]; {
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			for i < len(q) && q[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(q) && q[i+1] == '*':
+			end := strings.Index(q[i+2:], "*/")
+			if end < 0 {
+				return false
+			}
+			i += end + 3
+		case c == ';':
+			ended = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default:
+			if ended {
+				return false // a second statement follows
+			}
+			body = true
+			if c == '\'' || c == '"' || c == '`' || c == '[' {
+				closer := c
+				if c == '[' {
+					closer = ']'
+				}
+				end := strings.IndexByte(q[i+1:], closer)
+				if end < 0 {
+					return false
+				}
+				i += end + 1 // a doubled quote reads as two adjacent literals: same result
+			}
+		}
+	}
+	return body
 }
 
 // statement returns the cached prepared statement of q, or ok=false when q is not
 // cacheable or its cached statement is in use.
 func (c *cachingConn) statement(ctx context.Context, q string) (*cachedStmt, bool, error) {
-	if !cacheable(q) {
-		return nil, false, nil
-	}
 	if s := c.stmts[q]; s != nil {
 		return s, !s.busy, nil
+	}
+	if !cacheable(q) {
+		return nil, false, nil
 	}
 	st, err := c.conn().PrepareContext(ctx, q)
 	if err != nil {

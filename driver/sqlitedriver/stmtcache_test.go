@@ -57,3 +57,32 @@ func TestStatementCache(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheable: one statement is cached whatever its comments and literals
+// hold; a script of several is not.
+func TestCacheable(t *testing.T) {
+	for _, c := range []struct {
+		q    string
+		want bool
+	}{
+		{"SELECT 1", true},
+		{"SELECT 1;", true},
+		{"-- a comment; with a semicolon\nSELECT 1;\n", true},
+		{"SELECT ';' AS s /* ; */ -- ;\n", true},
+		{`SELECT "a;b" FROM t WHERE x = 'it''s; fine'`, true},
+		{"SELECT 1; SELECT 2", false},
+		{"CREATE TABLE t (n INTEGER);\n-- next\nINSERT INTO t VALUES (1);", false},
+		{"-- only a comment; nothing else", false},
+		{"", false},
+		{"SELECT 1 /* unterminated", false},
+	} {
+		if got := cacheable(c.q); got != c.want {
+			t.Errorf("cacheable(%q) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	for name, q := range queries {
+		if !cacheable(q) {
+			t.Errorf("query %s is not cacheable: every runtime query must be one statement", name)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package sqlitedriver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+)
+
+// BenchmarkInsert inserts jobs in batches of 1000, as the burn-down does.
+func BenchmarkInsert(b *testing.B) {
+	d := openBench(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += 1000 {
+		if _, err := d.JobInsertMany(ctx, benchParams(1000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClaimComplete claims 100 jobs with Start and completes them in one
+// JobCompleteMany, as a worker with claim and completion batches of 100 does.
+func BenchmarkClaimComplete(b *testing.B) {
+	d := openBench(b)
+	ctx := context.Background()
+	for n := 0; n < b.N; n += 1000 {
+		if _, err := d.JobInsertMany(ctx, benchParams(1000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; {
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"default"}, Limit: 100, Owner: "w1", LeaseDuration: time.Minute, Start: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(jobs) == 0 {
+			b.Fatalf("claimed nothing after %d of %d", n, b.N)
+		}
+		cs := make([]driver.CompleteParams, len(jobs))
+		for i, j := range jobs {
+			cs[i] = driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken}}
+		}
+		for _, o := range d.JobCompleteMany(ctx, cs) {
+			if o.Err != nil {
+				b.Fatal(o.Err)
+			}
+		}
+		n += len(jobs)
+	}
+}
+
+func openBench(b *testing.B) *Driver {
+	b.Helper()
+	d, err := Open(filepath.Join(b.TempDir(), "drover.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	if err := d.MigrateUp(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func benchParams(n int) []driver.InsertParams {
+	ps := make([]driver.InsertParams, n)
+	for i := range ps {
+		ps[i] = driver.InsertParams{Kind: "bench", Queue: "default", Args: json.RawMessage(fmt.Sprintf(`{"seq":%d}`, i)), MaxAttempts: 25}
+	}
+	return ps
+}
