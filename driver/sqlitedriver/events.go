@@ -3,6 +3,7 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -42,6 +43,43 @@ func appendEvent(ctx context.Context, tx *sql.Tx, op lifecycle.Op, from lifecycl
 	)
 	if err != nil {
 		return fmt.Errorf("job %d: append %s event: %w", after.ID, t.Event, err)
+	}
+	return nil
+}
+
+// event is one row of drover_job_events, for appendEvents.
+type event struct {
+	jobID, seq int64
+	op         lifecycle.Op
+	from, to   lifecycle.Status
+	at         time.Time
+	actor      string
+	requestID  string
+	attempt    int
+}
+
+// appendEvents records many transitions in one statement, with the checks of
+// appendEvent: each seq is the job's rev after its transition, and an edge the
+// lifecycle table does not allow fails the transaction.
+func appendEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	rows := make([][9]any, len(evs))
+	for i, e := range evs {
+		t, ok := lifecycle.Lookup(e.op, e.from, e.to)
+		if !ok {
+			return fmt.Errorf("job %d: %w", e.jobID, lifecycle.Check(e.op, e.from, e.to))
+		}
+		rows[i] = [9]any{e.jobID, e.seq, string(t.Event), nullString(string(e.from)), string(e.to),
+			micros(e.at), e.actor, nullString(e.requestID), e.attempt}
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, queries.Get("EventInsertMany"), sql.Named("events", string(b))); err != nil {
+		return fmt.Errorf("append %d events: %w", len(evs), err)
 	}
 	return nil
 }

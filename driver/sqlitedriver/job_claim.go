@@ -3,6 +3,7 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -47,40 +48,65 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		if err != nil {
 			return err
 		}
-		for _, c := range cands {
-			j, err := queryJob(ctx, tx, queries.Get("ClaimJob"),
-				sql.Named("id", c.id),
-				sql.Named("from_status", c.status),
-				sql.Named("owner", p.Owner),
-				sql.Named("lease_token", uuid.NewString()),
-				sql.Named("lease_expires_at", expires),
-			)
-			if err != nil {
-				return fmt.Errorf("claim job %d: %w", c.id, err)
-			}
-			if j == nil {
-				continue // cannot happen under the write lock; skip rather than fail the batch
-			}
-			if err := appendEvent(ctx, tx, lifecycle.OpClaim, lifecycle.Status(c.status), j, now, leaseActor(p.Owner), p.RequestID); err != nil {
-				return err
-			}
-			if p.Start {
-				// Claim and start in one transaction: two transitions, two events.
-				// The row was just claimed in this transaction: no need to read it again.
-				f := driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, Now: &now}
-				if j, err = applyFencedFrom(ctx, tx, f, fenced{
-					verb: "start", query: "JobStart", ops: []lifecycle.Op{lifecycle.OpStart},
-					args: []any{sql.Named("lease_us", int64(0))},
-				}, lifecycle.StatusClaimed, p.Owner, now); err != nil {
-					return err
-				}
-			}
-			jobs = append(jobs, j)
-		}
-		return nil
+		jobs, err = claimJobs(ctx, tx, p, cands, now, expires)
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	return jobs, nil
+}
+
+// claimJobs claims cands in one UPDATE and logs their events in one INSERT, and
+// returns the jobs in candidate (claim) order.
+func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []candidate, now time.Time, expires int64) ([]*driver.Job, error) {
+	if len(cands) == 0 {
+		return []*driver.Job{}, nil
+	}
+	claims := make([][3]any, len(cands))
+	for i, c := range cands {
+		claims[i] = [3]any{c.id, c.status, uuid.NewString()}
+	}
+	b, err := json.Marshal(claims)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	claimed, err := queryJobs(ctx, tx, queries.Get("ClaimJobs"),
+		sql.Named("claims", string(b)),
+		sql.Named("owner", p.Owner),
+		sql.Named("lease_expires_at", expires),
+		sql.Named("start", p.Start),
+		sql.Named("now", micros(now)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
+	}
+	byID := make(map[int64]*driver.Job, len(claimed))
+	for _, j := range claimed {
+		byID[j.ID] = j
+	}
+	jobs := make([]*driver.Job, 0, len(claimed))
+	evs := make([]event, 0, 2*len(claimed))
+	actor := leaseActor(p.Owner)
+	for _, c := range cands {
+		j := byID[c.id]
+		if j == nil {
+			continue // cannot happen under the write lock; skip rather than fail the batch
+		}
+		jobs = append(jobs, j)
+		claimSeq := j.Rev
+		if p.Start {
+			claimSeq = j.Rev - 1
+		}
+		evs = append(evs, event{jobID: j.ID, seq: claimSeq, op: lifecycle.OpClaim, from: lifecycle.Status(c.status),
+			to: lifecycle.StatusClaimed, at: now, actor: actor, requestID: p.RequestID, attempt: j.Attempt})
+		if p.Start {
+			evs = append(evs, event{jobID: j.ID, seq: j.Rev, op: lifecycle.OpStart, from: lifecycle.StatusClaimed,
+				to: lifecycle.StatusRunning, at: now, actor: actor, attempt: j.Attempt})
+		}
+	}
+	if err := appendEvents(ctx, tx, evs); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return jobs, nil
 }
