@@ -27,11 +27,18 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 	out := make([]driver.JobOutcome, len(params))
 	fences := make([]driver.FenceParams, len(params))
 	fs := make([]fenced, len(params))
+	args := make([]any, len(params))
 	for i, p := range params {
 		fences[i] = p.FenceParams
 		fs[i], out[i].Err = completion(p)
+		if out[i].Err == nil {
+			args[i] = fs[i].args[0].(sql.NamedArg).Value // the result text
+		}
 	}
-	d.batch(ctx, "complete", fences, fs, out)
+	d.batch(ctx, fences, fs, out, batchSet{
+		op: lifecycle.OpComplete, from: lifecycle.StatusRunning, to: lifecycle.StatusSucceeded,
+		events: "JobCompleteManyEvents", update: "JobCompleteMany", args: args,
+	})
 	return out
 }
 
@@ -39,6 +46,7 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) []driver.JobOutcome {
 	out := make([]driver.JobOutcome, len(params))
 	fs := make([]fenced, len(params))
+	args := make([]any, len(params))
 	for i, p := range params {
 		fs[i] = fenced{
 			verb:  "start",
@@ -46,18 +54,45 @@ func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) 
 			ops:   []lifecycle.Op{lifecycle.OpStart},
 			args:  []any{sql.Named("lease_us", p.LeaseDuration.Microseconds())},
 		}
+		args[i] = p.LeaseDuration.Microseconds()
 	}
-	d.batch(ctx, "start", params, fs, out)
+	d.batch(ctx, params, fs, out, batchSet{
+		op: lifecycle.OpStart, from: lifecycle.StatusClaimed, to: lifecycle.StatusRunning,
+		events: "JobStartManyEvents", update: "JobStartMany", args: args,
+	})
 	return out
 }
 
-// batch applies fenced transitions in one write transaction. A fence error
-// rejects that job only; any other error rolls the whole batch back and is
-// reported for every job not already rejected.
-func (d *Driver) batch(ctx context.Context, verb string, params []driver.FenceParams, fs []fenced, out []driver.JobOutcome) {
+// batchSet is the set-based form of one kind of fenced transition: an event
+// INSERT and a guarded UPDATE that each take the whole batch as JSON (see
+// queries/lease.sql), with one argument per job besides its fence.
+type batchSet struct {
+	op             lifecycle.Op
+	from, to       lifecycle.Status
+	events, update string // statement names
+	args           []any  // per job, in params order
+}
+
+// batch applies fenced transitions in one write transaction. The first mention
+// of each job without a RequestID goes through set's two statements; every
+// other call (a repeated job, a RequestID that may be a replay) and every job
+// whose guard did not hold then runs on its own through applyFenced, in input
+// order, which tells a missing job from a lost lease. A fence error rejects
+// that job only; any other error rolls the whole batch back and is reported
+// for every job not already rejected.
+func (d *Driver) batch(ctx context.Context, params []driver.FenceParams, fs []fenced, out []driver.JobOutcome, set batchSet) {
+	if len(params) == 0 {
+		return
+	}
+	verb := fs[0].verb
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		done, err := applySet(ctx, tx, params, out, set)
+		if err != nil {
+			return err
+		}
 		for i, p := range params {
-			if out[i].Err != nil {
+			if out[i].Err != nil || done[i] != nil {
+				out[i].Job = done[i]
 				continue
 			}
 			j, err := applyFenced(ctx, tx, p, fs[i])
@@ -75,6 +110,50 @@ func (d *Driver) batch(ctx context.Context, verb string, params []driver.FencePa
 			}
 		}
 	}
+}
+
+// applySet runs set's statements for the calls it may take and returns, by
+// input position, the jobs they moved.
+func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out []driver.JobOutcome, set batchSet) ([]*driver.Job, error) {
+	done := make([]*driver.Job, len(params))
+	t, ok := lifecycle.Lookup(set.op, set.from, set.to)
+	if !ok {
+		return nil, lifecycle.Check(set.op, set.from, set.to)
+	}
+	pos := make(map[int64]int, len(params)) // job id → the input position set takes
+	rows := make([][5]any, 0, len(params))
+	seen := make(map[int64]bool, len(params))
+	for i, p := range params {
+		if out[i].Err != nil {
+			continue
+		}
+		first := !seen[p.ID]
+		seen[p.ID] = true
+		if !first || p.RequestID != "" {
+			continue
+		}
+		pos[p.ID] = i
+		rows = append(rows, [5]any{p.ID, p.Attempt, p.LeaseToken, micros(clock(p.Now)), set.args[i]})
+	}
+	if len(rows) == 0 {
+		return done, nil
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return nil, err
+	}
+	batch := sql.Named("batch", string(b))
+	if _, err := tx.ExecContext(ctx, queries.Get(set.events), batch, sql.Named("type", string(t.Event))); err != nil {
+		return nil, fmt.Errorf("append %s events: %w", t.Event, err)
+	}
+	jobs, err := queryJobs(ctx, tx, queries.Get(set.update), batch)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		done[pos[j.ID]] = j
+	}
+	return done, nil
 }
 
 // isFenceError reports an error that rejects one call without harming the

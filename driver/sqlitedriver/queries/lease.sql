@@ -81,3 +81,53 @@ SET status = 'canceled',
 WHERE id = :id AND status = :from_status
   AND status NOT IN ('succeeded', 'failed', 'canceled', 'skipped')
 RETURNING *;
+
+-- Batched lease-holder transitions. :batch is a JSON array with one entry per job,
+-- [id, attempt, lease_token, at, arg], naming each job at most once. The event
+-- INSERT runs first, under the same guard as the UPDATE, so it reads the row as
+-- it was (its owner for the actor, rev+1 for the seq); both run in one write
+-- transaction, so they match the same rows.
+
+-- name: JobStartManyEvents
+INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+SELECT j.id, j.rev + 1, :type, 'claimed', 'running', b.value->>3, 'worker:' || j.owner, NULL, j.attempt
+FROM json_each(:batch) AS b
+JOIN drover_jobs AS j ON j.id = b.value->>0
+WHERE j.status = 'claimed' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2;
+
+-- name: JobStartMany
+-- arg is the new lease length in microseconds; 0 keeps the current expiry.
+UPDATE drover_jobs
+SET status = 'running',
+    executions = executions + 1,
+    started_at = b.at,
+    lease_expires_at = CASE WHEN b.lease_us > 0 THEN b.at + b.lease_us ELSE lease_expires_at END,
+    rev = rev + 1
+FROM (SELECT value->>0 AS id, value->>1 AS attempt, value->>2 AS token, value->>3 AS at, value->>4 AS lease_us
+      FROM json_each(:batch)) AS b
+WHERE drover_jobs.id = b.id AND drover_jobs.status = 'claimed'
+  AND drover_jobs.attempt = b.attempt AND drover_jobs.lease_token = b.token
+RETURNING *;
+
+-- name: JobCompleteManyEvents
+INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+SELECT j.id, j.rev + 1, :type, 'running', 'succeeded', b.value->>3, 'worker:' || j.owner, NULL, j.attempt
+FROM json_each(:batch) AS b
+JOIN drover_jobs AS j ON j.id = b.value->>0
+WHERE j.status = 'running' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2;
+
+-- name: JobCompleteMany
+-- arg is the result: JSON text, carried as a JSON string so it is stored as given.
+UPDATE drover_jobs
+SET status = 'succeeded',
+    result = b.result,
+    finished_at = b.at,
+    owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    rev = rev + 1
+FROM (SELECT value->>0 AS id, value->>1 AS attempt, value->>2 AS token, value->>3 AS at, value->>4 AS result
+      FROM json_each(:batch)) AS b
+WHERE drover_jobs.id = b.id AND drover_jobs.status = 'running'
+  AND drover_jobs.attempt = b.attempt AND drover_jobs.lease_token = b.token
+RETURNING *;

@@ -1,0 +1,163 @@
+package sqlitedriver
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// TestCompleteManyMentionsAndReplays: the set-based batch keeps the per-call
+// outcomes of one-at-a-time completions: a job named twice completes for its
+// first mention only, a stale first mention lets a good second one through, a
+// repeated request_id is answered as a replay, and unknown jobs are not found.
+func TestCompleteManyMentionsAndReplays(t *testing.T) {
+	f := newFixture(t)
+	a, b, c, e := f.running(nil), f.running(nil), f.running(nil), f.running(nil)
+	now := f.at(2 * time.Second)
+	cp := func(j *driver.Job, res, req string) driver.CompleteParams {
+		p := driver.CompleteParams{FenceParams: fp(j, now), Result: json.RawMessage(res)}
+		p.RequestID = req
+		return p
+	}
+	staleC := cp(c, `"stale"`, "")
+	staleC.LeaseToken = "00000000-0000-4000-8000-000000000000"
+	missing := cp(a, `1`, "")
+	missing.ID = a.ID + 1000
+	out := f.d.JobCompleteMany(f.ctx, []driver.CompleteParams{
+		cp(a, `{"n": 1}`, ""), // 0: completes a
+		cp(a, `{"n": 2}`, ""), // 1: a again: lease lost
+		cp(b, `"b"`, "req-b"), // 2: completes b under req-b
+		cp(b, `"b"`, "req-b"), // 3: replay of req-b
+		staleC,                // 4: stale token for c: lease lost
+		cp(c, `"c"`, ""),      // 5: then c completes
+		missing,               // 6: no such job
+		cp(e, `{bad`, ""),     // 7: invalid JSON: rejected before any mention
+		cp(e, `[1, 2]`, ""),   // 8: so e completes here
+	})
+	wantOK := func(i int, j *driver.Job, result string, replayed bool) {
+		t.Helper()
+		o := out[i]
+		if o.Err != nil || o.Job == nil || o.Job.ID != j.ID || o.Job.Status != lifecycle.StatusSucceeded || o.Job.Replayed != replayed {
+			t.Fatalf("outcome %d = %+v, want job %d succeeded (replayed %v)", i, o, j.ID, replayed)
+		}
+		if string(o.Job.Result) != result {
+			t.Errorf("outcome %d result = %s, want %s as given", i, o.Job.Result, result)
+		}
+		got, err := f.d.JobGet(f.ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Job.Replayed = false
+		if !reflect.DeepEqual(got, o.Job) {
+			t.Errorf("outcome %d job = %+v, want the stored row %+v", i, o.Job, got)
+		}
+	}
+	wantOK(0, a, `{"n": 1}`, false)
+	wantOK(2, b, `"b"`, false)
+	wantOK(3, b, `"b"`, true)
+	wantOK(5, c, `"c"`, false)
+	wantOK(8, e, `[1, 2]`, false)
+	for i, want := range map[int]error{1: driver.ErrLeaseLost, 4: driver.ErrLeaseLost, 6: driver.ErrNotFound, 7: driver.ErrInvalidArgument} {
+		if !errors.Is(out[i].Err, want) || out[i].Job != nil {
+			t.Errorf("outcome %d = %+v, want %v", i, out[i], want)
+		}
+	}
+	for _, j := range []*driver.Job{a, b, c, e} {
+		f.wantHistory(j.ID, "enqueued", "claimed", "started", "succeeded")
+		evs, err := f.d.JobEvents(f.ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		wantReq := ""
+		if j == b {
+			wantReq = "req-b"
+		}
+		if last.Actor != "worker:w1" || last.RequestID != wantReq || !last.At.Equal(*now) || last.Attempt != 1 {
+			t.Errorf("job %d succeeded event = %+v, want actor worker:w1, request_id %q, at %s, attempt 1", j.ID, last, wantReq, now)
+		}
+	}
+	if out := f.d.JobStartMany(f.ctx, nil); len(out) != 0 {
+		t.Errorf("JobStartMany(nil) = %v, want no outcomes", out)
+	}
+}
+
+// TestStartManySetBased: starts of several jobs in one batch, one named twice,
+// match JobStart one at a time: the lease moves only when asked.
+func TestStartManySetBased(t *testing.T) {
+	f := newFixture(t)
+	for range 3 {
+		f.enqueue(nil)
+	}
+	c := f.claim(driver.ClaimParams{Limit: 3})
+	if len(c) != 3 {
+		t.Fatalf("claimed %d jobs, want 3", len(c))
+	}
+	ps := []driver.FenceParams{fp(c[0], f.at(time.Second)), fp(c[1], f.at(time.Second)), fp(c[0], f.at(time.Second)), fp(c[2], f.at(time.Second))}
+	ps[1].LeaseDuration = time.Minute
+	out := f.d.JobStartMany(f.ctx, ps)
+	if !errors.Is(out[2].Err, driver.ErrLeaseLost) {
+		t.Errorf("second start of job %d: %+v, want ErrLeaseLost", c[0].ID, out[2])
+	}
+	for i, k := range []int{0, 1, 3} {
+		o := out[k]
+		if o.Err != nil || o.Job.Status != lifecycle.StatusRunning || o.Job.Executions != 1 || !o.Job.StartedAt.Equal(*f.at(time.Second)) {
+			t.Fatalf("outcome %d = %+v, want running, executions 1, started at t0+1s", k, o)
+		}
+		wantLease := *c[i].LeaseExpiresAt
+		if i == 1 {
+			wantLease = f.at(time.Second).Add(time.Minute)
+		}
+		if !o.Job.LeaseExpiresAt.Equal(wantLease) {
+			t.Errorf("outcome %d lease = %s, want %s", k, o.Job.LeaseExpiresAt, wantLease)
+		}
+		if o.Job.Rev != c[i].Rev+1 {
+			t.Errorf("outcome %d rev = %d, want %d", k, o.Job.Rev, c[i].Rev+1)
+		}
+		f.wantHistory(o.Job.ID, "enqueued", "claimed", "started")
+	}
+}
+
+// TestClaimStartBatch: a batch claim with Start logs claimed (seq rev-1, with
+// the claim's request_id) and started (seq rev, without) for every job, and
+// hands each its own lease token, in claim order.
+func TestClaimStartBatch(t *testing.T) {
+	f := newFixture(t)
+	var ids []int64
+	for i := range 4 {
+		j := f.enqueue(func(p *driver.InsertParams) { p.Priority = 3 - i })
+		ids = append([]int64{j.ID}, ids...)
+	}
+	jobs := f.claim(driver.ClaimParams{Limit: 10, Start: true, RequestID: "claim-1"})
+	tokens := map[string]bool{}
+	for i, j := range jobs {
+		if j.ID != ids[i] {
+			t.Errorf("job %d of the claim is %d, want %d (priority order)", i, j.ID, ids[i])
+		}
+		if j.Status != lifecycle.StatusRunning || j.Attempt != 1 || j.Executions != 1 || j.Rev != 3 || j.Owner != "w1" {
+			t.Errorf("claimed job %+v, want running, attempt 1, executions 1, rev 3, owner w1", j)
+		}
+		tokens[j.LeaseToken] = true
+		evs, err := f.d.JobEvents(f.ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.wantHistory(j.ID, "enqueued", "claimed", "started")
+		if evs[1].Seq != 2 || evs[1].RequestID != "claim-1" || evs[2].Seq != 3 || evs[2].RequestID != "" ||
+			evs[1].Actor != "worker:w1" || evs[2].Actor != "worker:w1" {
+			t.Errorf("job %d events %+v, want claimed seq 2 request claim-1, started seq 3 no request, by worker:w1", j.ID, evs)
+		}
+	}
+	if len(jobs) != 4 || len(tokens) != 4 {
+		t.Errorf("claimed %d jobs with %d distinct tokens, want 4 and 4", len(jobs), len(tokens))
+	}
+	replay := f.claim(driver.ClaimParams{Limit: 10, Start: true, RequestID: "claim-1"})
+	if len(replay) != 4 || !replay[0].Replayed {
+		t.Errorf("replayed claim = %d jobs (replayed %v), want the 4 again", len(replay), len(replay) > 0 && replay[0].Replayed)
+	}
+}
