@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -145,10 +146,20 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 	ids, attempts, tokens, results, reqs := make([]int64, 0, n), make([]int32, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	sent := make([]int64, n) // input position → ordinal in the statement (1-based); 0: not sent
 	var now *time.Time
-	for i, p := range params {
-		if _, err := uuid.Parse(p.LeaseToken); err != nil {
+	// Sent in id order, so concurrent batches take row locks in one order, and
+	// each job once: a second mention of a job is diagnosed after the first.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return params[order[a]].ID < params[order[b]].ID })
+	named := make(map[int64]bool, n)
+	for _, i := range order {
+		p := params[i]
+		if _, err := uuid.Parse(p.LeaseToken); err != nil || named[p.ID] {
 			continue // diagnosed below; a malformed token never reaches the uuid cast
 		}
+		named[p.ID] = true
 		sent[i] = int64(len(ids) + 1)
 		a := completeArgs(p)
 		ids, attempts, tokens = append(ids, p.ID), append(attempts, int32(p.Attempt)), append(tokens, p.LeaseToken)

@@ -414,33 +414,26 @@ e AS (
 SELECT count(*) FROM d;
 
 -- name: JobCompleteMany
--- Many completions in one statement, each fenced on its own. The rows are locked
--- by primary key in id order (so concurrent batches cannot deadlock) while their
--- status is checked; the UPDATE then fences on (id, attempt, lease_token) under
--- that lock. Rows whose guard fails are absent from the answer and diagnosed by
--- the caller. A job named twice in one batch completes once, for its first mention.
+-- Many completions in one statement, each fenced on its own by the UPDATE's guard
+-- (status, attempt, lease_token). No rows are locked ahead: concurrent batches
+-- name disjoint jobs (a job has one lease holder), and the primary-key probes
+-- visit ids in the order the caller sorted them. The second scan of drover_jobs
+-- (o) reads the owner the event names before the UPDATE clears it: a lease token
+-- is issued once, with its owner, so the row that passes the guard has that owner.
+-- Rows whose guard fails are absent from the answer and diagnosed by the caller;
+-- the caller sends each job once.
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::int[], $3::uuid[], $4::jsonb[], $5::text[]) WITH ORDINALITY
         AS t(id, attempt, token, result, request_id, ord)
 ),
-locked AS (
-    SELECT j.id, j.owner, j.attempt, j.lease_token FROM drover_jobs j
-    WHERE j.id = ANY($1::bigint[]) AND j.status = 'running'
-    ORDER BY j.id
-    FOR UPDATE
-),
-cur AS (
-    SELECT DISTINCT ON (l.id) l.id, l.owner, i.attempt, i.token, i.result, i.request_id, i.ord
-    FROM locked l JOIN input i ON i.id = l.id AND i.attempt = l.attempt AND i.token = l.lease_token
-    ORDER BY l.id, i.ord
-),
 j AS (
     UPDATE drover_jobs SET
-        status = 'succeeded', result = cur.result, finished_at = coalesce($6::timestamptz, now()),
-        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
-    FROM cur
-    WHERE drover_jobs.id = cur.id AND drover_jobs.attempt = cur.attempt AND drover_jobs.lease_token = cur.token
-    RETURNING drover_jobs.*, cur.owner AS old_owner, cur.request_id AS req, cur.ord AS ord
+        status = 'succeeded', result = input.result, finished_at = coalesce($6::timestamptz, now()),
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = drover_jobs.rev + 1
+    FROM input, drover_jobs o
+    WHERE drover_jobs.id = input.id AND o.id = input.id
+      AND drover_jobs.status = 'running' AND drover_jobs.attempt = input.attempt AND drover_jobs.lease_token = input.token
+    RETURNING drover_jobs.*, o.owner AS old_owner, input.request_id AS req, input.ord AS ord
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
