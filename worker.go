@@ -260,24 +260,31 @@ func (w *Worker) Run(ctx context.Context, shutdownTimeout time.Duration) error {
 // makes a busy loop.
 func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *queueWake) {
 	defer w.producers.Done()
-	var running atomic.Int64
+	// running counts handlers, bounded by slots. A slot frees when its handler
+	// returns, not when its outcome is stored: outcomes are written in batches,
+	// and holding the slot through the write would cap throughput at slots per
+	// write latency. pending (claimed, outcome not yet stored) bounds the jobs
+	// whose outcome is still being written, and so the work a crash can hand
+	// back to the reaper.
+	var running, pending atomic.Int64
+	maxPending := int64(2*slots + w.cfg.CompletionBatch)
 	freed := make(chan struct{}, 1)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 	backlog := false // the last claim filled its batch: more work is waiting
 	batch := min(slots, w.cfg.ClaimBatch)
 	for {
-		if free := slots - int(running.Load()); free > 0 && ctx.Err() == nil {
+		if free := w.free(slots, &running, maxPending, &pending); free > 0 && ctx.Err() == nil {
 			if backlog && free < (batch+1)/2 && w.cfg.ClaimCooldown > 0 {
 				// Under a backlog, slots free one by one; claiming each alone costs a
 				// transaction per job. Wait briefly for more to free up.
-				if w.waitFreed(ctx, freed, running.Load, slots-(batch+1)/2) {
+				if w.waitFreed(ctx, freed, func() int { return w.free(slots, &running, maxPending, &pending) }, (batch+1)/2) {
 					continue
 				}
 				if ctx.Err() != nil {
 					return
 				}
-				free = slots - int(running.Load())
+				free = w.free(slots, &running, maxPending, &pending)
 			}
 			want := min(free, w.cfg.ClaimBatch)
 			asked := time.Now()
@@ -292,19 +299,26 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 			// Acked after the claim, whether it got their jobs or not (the job rows
 			// are the truth); after a failed claim they stay unacked and come back.
 			wake.settle(pointers, err == nil)
+			signal := func() {
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}
 			for _, j := range jobs {
 				running.Add(1)
+				pending.Add(1)
 				w.jobs.Add(1)
 				go func() {
+					var once sync.Once
+					release := func() { once.Do(func() { running.Add(-1); signal() }) }
 					defer func() {
-						running.Add(-1)
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
+						release()
+						pending.Add(-1)
+						signal()
 						w.jobs.Done()
 					}()
-					w.execute(j)
+					w.execute(j, release)
 				}()
 			}
 			backlog = err == nil && len(jobs) == want
@@ -325,12 +339,18 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 	}
 }
 
-// waitFreed waits up to ClaimCooldown for running to drop to target. It reports
-// true if it did, false on timeout or when ctx ends.
-func (w *Worker) waitFreed(ctx context.Context, freed <-chan struct{}, running func() int64, target int) bool {
+// free is how many jobs a producer may claim now: the free handler slots, bounded
+// by the room left for jobs whose outcome is still being written.
+func (w *Worker) free(slots int, running *atomic.Int64, maxPending int64, pending *atomic.Int64) int {
+	return int(min(int64(slots)-running.Load(), maxPending-pending.Load()))
+}
+
+// waitFreed waits up to ClaimCooldown for free() to reach want. It reports true
+// if it did, false on timeout or when ctx ends.
+func (w *Worker) waitFreed(ctx context.Context, freed <-chan struct{}, free func() int, want int) bool {
 	t := time.NewTimer(w.cfg.ClaimCooldown)
 	defer t.Stop()
-	for running() > int64(target) {
+	for free() < want {
 		select {
 		case <-ctx.Done():
 			return false

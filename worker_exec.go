@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -19,11 +20,12 @@ type outcome struct {
 	err    error
 }
 
-// execute runs one started job to a reported end.
-func (w *Worker) execute(job *Job) {
+// execute runs one started job to a reported end. It calls release once the
+// handler has returned (or been abandoned), before the outcome is written.
+func (w *Worker) execute(job *Job, release func()) {
 	began := time.Now()
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
-	log := w.log.With("job", job.ID, "kind", job.Kind, "attempt", job.Attempt)
+	log := jobLog{w.log, job}
 	h := w.cfg.Workers.get(job.Kind)
 	timeout := job.Timeout
 	if timeout == 0 && h != nil {
@@ -36,7 +38,7 @@ func (w *Worker) execute(job *Job) {
 	defer cancel(nil)
 	if timeout > 0 {
 		var cancelT context.CancelFunc
-		ctx, cancelT = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w after %s", errHandlerTimeout, timeout))
+		ctx, cancelT = context.WithTimeoutCause(ctx, timeout, timeoutError(timeout))
 		defer cancelT()
 	}
 
@@ -47,6 +49,7 @@ func (w *Worker) execute(job *Job) {
 	o := w.run(ctx, h, job)
 	close(hbStop)
 	<-hbDone
+	release()
 
 	cause := context.Cause(ctx)
 	switch {
@@ -65,6 +68,33 @@ func (w *Worker) execute(job *Job) {
 	}
 	w.report(log, job, h, fence, o, began)
 }
+
+// timeoutError is the cause of a handler's timeout: errHandlerTimeout, formatted
+// only if it happens.
+type timeoutError time.Duration
+
+func (e timeoutError) Error() string {
+	return errHandlerTimeout.Error() + " after " + time.Duration(e).String()
+}
+func (e timeoutError) Unwrap() error { return errHandlerTimeout }
+
+// jobLog logs with the job's attributes, adding them only to lines that are
+// written: slog.Logger.With would build a logger for every job.
+type jobLog struct {
+	l   *slog.Logger
+	job *Job
+}
+
+func (j jobLog) log(level slog.Level, msg string, args []any) {
+	if !j.l.Enabled(context.Background(), level) {
+		return
+	}
+	j.l.Log(context.Background(), level, msg, append([]any{"job", j.job.ID, "kind", j.job.Kind, "attempt", j.job.Attempt}, args...)...)
+}
+
+func (j jobLog) Info(msg string, args ...any)  { j.log(slog.LevelInfo, msg, args) }
+func (j jobLog) Warn(msg string, args ...any)  { j.log(slog.LevelWarn, msg, args) }
+func (j jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, args) }
 
 // run calls the handler, turning a panic into an error with its stack, and gives
 // up on a handler that does not return within TimeoutGrace after its context ended.
