@@ -82,6 +82,22 @@ func TestCompleteManyMentionsAndReplays(t *testing.T) {
 			t.Errorf("job %d succeeded event = %+v, want actor worker:w1, request_id %q, at %s, attempt 1", j.ID, last, wantReq, now)
 		}
 	}
+	// A request_id already in the log, as the only mention: a replay, not applied.
+	g := f.running(nil)
+	hb := fp(g, f.at(2*time.Second))
+	hb.RequestID = "hb-1"
+	if _, err := f.d.JobHeartbeat(f.ctx, driver.HeartbeatParams{FenceParams: hb}); err != nil {
+		t.Fatal(err)
+	}
+	out = f.d.JobCompleteMany(f.ctx, []driver.CompleteParams{cp(b, `"b"`, "req-b"), cp(g, `"g"`, "hb-1")})
+	if out[0].Err != nil || !out[0].Job.Replayed || out[0].Job.Status != lifecycle.StatusSucceeded {
+		t.Errorf("repeated req-b = %+v, want job %d replayed", out[0], b.ID)
+	}
+	if out[1].Err != nil || !out[1].Job.Replayed || out[1].Job.Status != lifecycle.StatusRunning {
+		t.Errorf("completion under the heartbeat's request_id = %+v, want job %d replayed and still running", out[1], g.ID)
+	}
+	f.wantHistory(b.ID, "enqueued", "claimed", "started", "succeeded")
+	f.wantHistory(g.ID, "enqueued", "claimed", "started", "heartbeat")
 	if out := f.d.JobStartMany(f.ctx, nil); len(out) != 0 {
 		t.Errorf("JobStartMany(nil) = %v, want no outcomes", out)
 	}

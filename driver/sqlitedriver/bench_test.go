@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/drover-dev/drover/driver"
 )
 
@@ -44,7 +46,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 		}
 		cs := make([]driver.CompleteParams, len(jobs))
 		for i, j := range jobs {
-			cs[i] = driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken}}
+			// The worker gives every report a fresh request_id.
+			cs[i] = driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, RequestID: uuid.NewString()}}
 		}
 		for _, o := range d.JobCompleteMany(ctx, cs) {
 			if o.Err != nil {

@@ -74,10 +74,11 @@ type batchSet struct {
 }
 
 // batch applies fenced transitions in one write transaction. The first mention
-// of each job without a RequestID goes through set's two statements; every
-// other call (a repeated job, a RequestID that may be a replay) and every job
-// whose guard did not hold then runs on its own through applyFenced, in input
-// order, which tells a missing job from a lost lease. A fence error rejects
+// of each job goes through set's two statements; every other call (a repeated
+// job) and every job those statements left alone (a guard that did not hold, a
+// request_id already in the job's log) then runs on its own through
+// applyFenced, in input order, which tells a missing job from a lost lease and
+// answers a replay. A fence error rejects
 // that job only; any other error rolls the whole batch back and is reported
 // for every job not already rejected.
 func (d *Driver) batch(ctx context.Context, params []driver.FenceParams, fs []fenced, out []driver.JobOutcome, set batchSet) {
@@ -121,19 +122,16 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 		return nil, lifecycle.Check(set.op, set.from, set.to)
 	}
 	pos := make(map[int64]int, len(params)) // job id → the input position set takes
-	rows := make([][5]any, 0, len(params))
-	seen := make(map[int64]bool, len(params))
+	rows := make([][6]any, 0, len(params))
 	for i, p := range params {
 		if out[i].Err != nil {
 			continue
 		}
-		first := !seen[p.ID]
-		seen[p.ID] = true
-		if !first || p.RequestID != "" {
+		if _, dup := pos[p.ID]; dup {
 			continue
 		}
 		pos[p.ID] = i
-		rows = append(rows, [5]any{p.ID, p.Attempt, p.LeaseToken, micros(clock(p.Now)), set.args[i]})
+		rows = append(rows, [6]any{p.ID, p.Attempt, p.LeaseToken, micros(clock(p.Now)), set.args[i], nullString(p.RequestID)})
 	}
 	if len(rows) == 0 {
 		return done, nil

@@ -83,17 +83,21 @@ WHERE id = :id AND status = :from_status
 RETURNING *;
 
 -- Batched lease-holder transitions. :batch is a JSON array with one entry per job,
--- [id, attempt, lease_token, at, arg], naming each job at most once. The event
--- INSERT runs first, under the same guard as the UPDATE, so it reads the row as
--- it was (its owner for the actor, rev+1 for the seq); both run in one write
--- transaction, so they match the same rows.
+-- [id, attempt, lease_token, at, arg, request_id], naming each job at most once.
+-- The event INSERT runs first and decides: it logs an event for every job whose
+-- guard holds and whose request_id (if any) the job's log does not hold yet,
+-- reading the row as it was (its owner for the actor, rev+1 for the seq). The
+-- UPDATE then moves exactly the jobs that got that event (no event can have
+-- seq = rev+1 before it), under the same guard. Jobs left out (lost lease,
+-- unknown id, a replayed request_id) are diagnosed one at a time by the caller.
 
 -- name: JobStartManyEvents
 INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-SELECT j.id, j.rev + 1, :type, 'claimed', 'running', b.value->>3, 'worker:' || j.owner, NULL, j.attempt
+SELECT j.id, j.rev + 1, :type, 'claimed', 'running', b.value->>3, 'worker:' || j.owner, b.value->>5, j.attempt
 FROM json_each(:batch) AS b
 JOIN drover_jobs AS j ON j.id = b.value->>0
-WHERE j.status = 'claimed' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2;
+WHERE j.status = 'claimed' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2
+  AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.value->>5 AND e.job_id = j.id);
 
 -- name: JobStartMany
 -- arg is the new lease length in microseconds; 0 keeps the current expiry.
@@ -107,14 +111,16 @@ FROM (SELECT value->>0 AS id, value->>1 AS attempt, value->>2 AS token, value->>
       FROM json_each(:batch)) AS b
 WHERE drover_jobs.id = b.id AND drover_jobs.status = 'claimed'
   AND drover_jobs.attempt = b.attempt AND drover_jobs.lease_token = b.token
+  AND EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.job_id = drover_jobs.id AND e.seq = drover_jobs.rev + 1)
 RETURNING *;
 
 -- name: JobCompleteManyEvents
 INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-SELECT j.id, j.rev + 1, :type, 'running', 'succeeded', b.value->>3, 'worker:' || j.owner, NULL, j.attempt
+SELECT j.id, j.rev + 1, :type, 'running', 'succeeded', b.value->>3, 'worker:' || j.owner, b.value->>5, j.attempt
 FROM json_each(:batch) AS b
 JOIN drover_jobs AS j ON j.id = b.value->>0
-WHERE j.status = 'running' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2;
+WHERE j.status = 'running' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2
+  AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.value->>5 AND e.job_id = j.id);
 
 -- name: JobCompleteMany
 -- arg is the result: JSON text, carried as a JSON string so it is stored as given.
@@ -130,4 +136,5 @@ FROM (SELECT value->>0 AS id, value->>1 AS attempt, value->>2 AS token, value->>
       FROM json_each(:batch)) AS b
 WHERE drover_jobs.id = b.id AND drover_jobs.status = 'running'
   AND drover_jobs.attempt = b.attempt AND drover_jobs.lease_token = b.token
+  AND EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.job_id = drover_jobs.id AND e.seq = drover_jobs.rev + 1)
 RETURNING *;
