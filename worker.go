@@ -274,7 +274,12 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 	backlog := false // the last claim filled its batch: more work is waiting
 	batch := min(slots, w.cfg.ClaimBatch)
 	for {
+		// starved: no room to claim. Only then does a freed slot call for a claim;
+		// after a claim that found the queue drained, a finishing job is no sign
+		// of new work, and claiming on each would cost a query per job.
+		starved := true
 		if free := w.free(slots, &running, maxPending, &pending); free > 0 && ctx.Err() == nil {
+			starved = false
 			if backlog && free < (batch+1)/2 && w.cfg.ClaimCooldown > 0 {
 				// Under a backlog, slots free one by one; claiming each alone costs a
 				// transaction per job. Wait briefly for more to free up.
@@ -329,12 +334,17 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				continue // the server waits for work itself
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake.ch:
-		case <-freed:
-		case <-poll.C:
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake.ch:
+				waiting = false
+			case <-freed:
+				waiting = !starved
+			case <-poll.C:
+				waiting = false
+			}
 		}
 	}
 }

@@ -59,11 +59,13 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		// Planned with the actual values each time: a cached generic plan does not
 		// know LIMIT or the queue and chose a sequential scan plus sort of every
 		// queued row (EXPLAIN: 73 ms against 0.5 ms with 400k future jobs queued).
+		// QueryExecModeExec sends an unnamed statement with its values in one round
+		// trip (DescribeExec took two); every parameter has a cast in the SQL.
 		if len(p.Queues) == 1 {
-			rows, err = d.pool.Query(ctx, queries.Get("JobClaimQueue"), pgx.QueryExecModeDescribeExec,
+			rows, err = d.pool.Query(ctx, queries.Get("JobClaimQueue"), pgx.QueryExecModeExec,
 				p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 		} else {
-			rows, err = d.pool.Query(ctx, queries.Get("JobClaim"), pgx.QueryExecModeDescribeExec,
+			rows, err = d.pool.Query(ctx, queries.Get("JobClaim"), pgx.QueryExecModeExec,
 				p.Queues, limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 		}
 	}
@@ -171,7 +173,7 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 	done := map[int64]*driver.Job{}
 	if len(ids) > 0 {
 		// Planned with the actual ids: a generic plan cannot know how few there are.
-		rows, err := d.pool.Query(ctx, queries.Get("JobCompleteMany"), pgx.QueryExecModeDescribeExec,
+		rows, err := d.pool.Query(ctx, queries.Get("JobCompleteMany"), pgx.QueryExecModeExec,
 			ids, attempts, tokens, results, reqs, nowArg(now))
 		if err == nil {
 			done, err = ordinals(rows)

@@ -88,7 +88,7 @@ func (d *Driver) setPaused(ctx context.Context, name string, paused bool) error 
 
 // QueuesReady implements driver.Driver.
 func (d *Driver) QueuesReady(ctx context.Context, now *time.Time) ([]string, error) {
-	rows, err := d.pool.Query(ctx, queries.Get("QueuesReady"), pgx.QueryExecModeDescribeExec, nowArg(now))
+	rows, err := d.pool.Query(ctx, queries.Get("QueuesReady"), pgx.QueryExecModeExec, nowArg(now))
 	if err != nil {
 		return nil, fmt.Errorf("ready queues: %w", err)
 	}
