@@ -177,3 +177,38 @@ func TestClaimStartBatch(t *testing.T) {
 		t.Errorf("replayed claim = %d jobs (replayed %v), want the 4 again", len(replay), len(replay) > 0 && replay[0].Replayed)
 	}
 }
+
+// TestInsertManyOrder: one statement inserts the batch in input order, and each
+// result lines up with its params, conflicts included.
+func TestInsertManyOrder(t *testing.T) {
+	f := newFixture(t)
+	pre := f.enqueue(func(p *driver.InsertParams) { p.IdempotencyKey = "k2" })
+	mk := func(key, args string) driver.InsertParams {
+		p := params("default")
+		p.IdempotencyKey, p.Args = key, json.RawMessage(args)
+		return p
+	}
+	ps := []driver.InsertParams{mk("k1", `{"i": 0}`), mk("", `{"i":1}`), mk("k1", `{"i":2}`), mk("k2", `{"i":3}`), mk("", `{ "i": 4 }`)}
+	res, err := f.d.JobInsertMany(f.ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExisting := []bool{false, false, true, true, false}
+	for i, r := range res {
+		if r.Existing != wantExisting[i] {
+			t.Errorf("result %d existing = %v, want %v", i, r.Existing, wantExisting[i])
+		}
+		if !r.Existing && string(r.Job.Args) != string(ps[i].Args) {
+			t.Errorf("result %d args = %s, want %s as given", i, r.Job.Args, ps[i].Args)
+		}
+		if !r.Existing {
+			f.wantHistory(r.Job.ID, "enqueued")
+		}
+	}
+	if res[2].Job.ID != res[0].Job.ID || res[3].Job.ID != pre.ID {
+		t.Errorf("existing jobs %d, %d; want %d, %d", res[2].Job.ID, res[3].Job.ID, res[0].Job.ID, pre.ID)
+	}
+	if !(res[0].Job.ID < res[1].Job.ID && res[1].Job.ID < res[4].Job.ID) {
+		t.Errorf("ids %d, %d, %d do not ascend in input order", res[0].Job.ID, res[1].Job.ID, res[4].Job.ID)
+	}
+}

@@ -37,7 +37,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 	b.ResetTimer()
 	for n := 0; n < b.N; {
-		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"default"}, Limit: 100, Owner: "w1", LeaseDuration: time.Minute, Start: true})
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"default"}, Limit: 50, Owner: "w1", LeaseDuration: time.Minute, Start: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,7 +3,9 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -45,69 +47,86 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	return results, nil
 }
 
+// insertMany inserts params with one INSERT … SELECT FROM json_each and logs
+// their enqueue events with one more statement; only jobs whose idempotency key
+// exists already cost a statement each, to read the job that holds it.
 func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, now time.Time) ([]driver.InsertResult, error) {
 	results := make([]driver.InsertResult, 0, len(params))
+	if len(params) == 0 {
+		return results, nil
+	}
+	rows := make([][13]any, len(params))
 	for i := range params {
-		r, err := insertOne(ctx, tx, &params[i], now)
-		if err != nil {
-			return nil, fmt.Errorf("insert job %d of %d (kind %q): %w", i+1, len(params), params[i].Kind, err)
+		p := &params[i]
+		status := lifecycle.StatusQueued
+		if p.WorkflowRunID != nil {
+			status = lifecycle.StatusPending
 		}
-		results = append(results, r)
+		runAt := now
+		if p.RunAt != nil {
+			runAt = p.RunAt.UTC()
+		}
+		args := string(p.Args)
+		if len(p.Args) == 0 {
+			args = "{}"
+		}
+		rows[i] = [13]any{p.Kind, p.Queue, string(status), args, nullJSON(p.Metadata), p.Priority, micros(runAt),
+			p.MaxAttempts, p.Timeout.Milliseconds(), nullString(p.IdempotencyKey), nullInt(p.RetryOf),
+			nullInt(p.WorkflowRunID), nullString(p.WorkflowNode)}
 	}
-	return results, nil
-}
-
-func insertOne(ctx context.Context, tx *sql.Tx, p *driver.InsertParams, now time.Time) (driver.InsertResult, error) {
-	status := lifecycle.StatusQueued
-	if p.WorkflowRunID != nil {
-		status = lifecycle.StatusPending
-	}
-	runAt := now
-	if p.RunAt != nil {
-		runAt = p.RunAt.UTC()
-	}
-	args := string(p.Args)
-	if len(p.Args) == 0 {
-		args = "{}"
-	}
-	j, err := queryJob(ctx, tx, queries.Get("JobInsert"),
-		sql.Named("kind", p.Kind),
-		sql.Named("queue", p.Queue),
-		sql.Named("status", string(status)),
-		sql.Named("args", args),
-		sql.Named("metadata", nullJSON(p.Metadata)),
-		sql.Named("priority", p.Priority),
-		sql.Named("run_at", micros(runAt)),
-		sql.Named("max_attempts", p.MaxAttempts),
-		sql.Named("timeout_ms", p.Timeout.Milliseconds()),
-		sql.Named("idempotency_key", nullString(p.IdempotencyKey)),
-		sql.Named("now", micros(now)),
-		sql.Named("retry_of", nullInt(p.RetryOf)),
-		sql.Named("workflow_run_id", nullInt(p.WorkflowRunID)),
-		sql.Named("workflow_node", nullString(p.WorkflowNode)),
-	)
+	b, err := json.Marshal(rows)
 	if err != nil {
-		return driver.InsertResult{}, err
+		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
 	}
-	if j == nil {
+	inserted, err := queryJobs(ctx, tx, queries.Get("JobInsertMany"), sql.Named("jobs", string(b)), sql.Named("now", micros(now)))
+	if err != nil {
+		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
+	}
+	sort.Slice(inserted, func(i, j int) bool { return inserted[i].ID < inserted[j].ID })
+	evs := make([]event, 0, len(inserted))
+	k := 0
+	for i := range params {
+		p := &params[i]
+		if k < len(inserted) && inserted[k].IdempotencyKey == p.IdempotencyKey {
+			j := inserted[k]
+			k++
+			actor := p.Actor
+			if actor == "" {
+				actor = actorClient
+			}
+			evs = append(evs, event{jobID: j.ID, seq: j.Rev, op: lifecycle.OpEnqueue, to: j.Status, at: now, actor: actor, attempt: j.Attempt})
+			results = append(results, driver.InsertResult{Job: j})
+			continue
+		}
 		// Only an idempotency key conflict inserts nothing without an error.
+		if p.IdempotencyKey == "" {
+			return nil, fmt.Errorf("insert job %d of %d (kind %q): no row came back", i+1, len(params), p.Kind)
+		}
+		results = append(results, driver.InsertResult{Existing: true})
+	}
+	if k != len(inserted) {
+		return nil, fmt.Errorf("insert %d jobs: %d rows came back for %d inserted", len(params), len(inserted), k)
+	}
+	if err := appendEvents(ctx, tx, evs); err != nil {
+		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
+	}
+	// Read existing jobs after the events: a key first used earlier in this
+	// batch names a job inserted above.
+	for i := range results {
+		if !results[i].Existing {
+			continue
+		}
+		p := &params[i]
 		existing, err := queryJob(ctx, tx, queries.Get("JobGetByIdempotencyKey"), sql.Named("idempotency_key", p.IdempotencyKey))
 		if err != nil {
-			return driver.InsertResult{}, err
+			return nil, fmt.Errorf("insert job %d of %d (kind %q): %w", i+1, len(params), p.Kind, err)
 		}
 		if existing == nil {
-			return driver.InsertResult{}, fmt.Errorf("idempotency key %q conflicted but no job holds it", p.IdempotencyKey)
+			return nil, fmt.Errorf("insert job %d of %d (kind %q): idempotency key %q conflicted but no job holds it", i+1, len(params), p.Kind, p.IdempotencyKey)
 		}
-		return driver.InsertResult{Job: existing, Existing: true}, nil
+		results[i].Job = existing
 	}
-	actor := p.Actor
-	if actor == "" {
-		actor = actorClient
-	}
-	if err := appendEvent(ctx, tx, lifecycle.OpEnqueue, "", j, now, actor, ""); err != nil {
-		return driver.InsertResult{}, err
-	}
-	return driver.InsertResult{Job: j}, nil
+	return results, nil
 }
 
 // publishReady wakes workers of the queues that got a job claimable now.

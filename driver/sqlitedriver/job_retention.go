@@ -48,7 +48,7 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 			return fmt.Errorf("requeue job %d from the dead-letter queue: job is %s, not failed: %w", p.ID, old.Status, driver.ErrInvalidTransition)
 		}
 		retryOf := old.ID
-		res, err = insertOne(ctx, tx, &driver.InsertParams{
+		rs, err := insertMany(ctx, tx, []driver.InsertParams{{
 			Kind:        old.Kind,
 			Args:        old.Args,
 			Queue:       old.Queue,
@@ -58,7 +58,10 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 			Metadata:    old.Metadata,
 			RetryOf:     &retryOf,
 			Actor:       actor,
-		}, now)
+		}}, now)
+		if err == nil {
+			res = rs[0]
+		}
 		if err != nil {
 			return fmt.Errorf("requeue job %d from the dead-letter queue: %w", p.ID, err)
 		}
