@@ -16,6 +16,16 @@
 // lease_token); it then appends the event whose seq is the new rev. All of it
 // happens in one transaction under the write lock.
 //
+// Batches are set-based, so a job costs a share of a few statements rather than
+// statements of its own: the batch travels as one JSON parameter (json_each).
+// JobInsertMany is one INSERT … SELECT plus one event INSERT; JobClaim is one
+// candidate SELECT per queue, one UPDATE … FROM and one event INSERT (with
+// Start, the row goes straight to running and both events are logged, as in
+// pgdriver). JobCompleteMany and JobStartMany first insert the events of every
+// job whose fence holds and whose request_id is new, then UPDATE exactly the
+// jobs that got one; the rest (a lost lease, an unknown id, a replay, a job
+// named again) take the one-at-a-time path, which diagnoses them.
+//
 // Durability: synchronous=FULL, so a committed job survives a power loss.
 // Times are stored as INTEGER unix microseconds, UTC; "now" is the process clock
 // unless a params struct carries Now.
