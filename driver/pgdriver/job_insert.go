@@ -15,19 +15,9 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 	if len(params) == 0 {
 		return nil, nil
 	}
-	tx, err := d.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	res, err := d.insertMany(ctx, tx, params)
-	if err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("insert jobs: commit: %w", err)
-	}
-	return res, nil
+	// The jobs, their events and the wake-ups are one statement, so it needs no
+	// transaction of its own: one round trip and one commit.
+	return d.insertMany(ctx, d.pool, params)
 }
 
 // JobInsertManyTx implements driver.Driver; tx must be a pgx.Tx.
@@ -42,9 +32,10 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	return d.insertMany(ctx, ptx, params)
 }
 
-// insertMany inserts in one statement, then fetches the rows whose idempotency key
-// existed already, and notifies listeners; the NOTIFY is delivered on commit.
-func (d *Driver) insertMany(ctx context.Context, tx pgx.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+// insertMany inserts, logs and notifies listeners in one statement (the NOTIFY is
+// delivered on commit), then fetches the rows whose idempotency key existed
+// already. tx is the pool or the caller's transaction.
+func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	n := len(params)
 	var (
 		kinds, queues, keys, nodes = make([]string, n), make([]string, n), make([]*string, n), make([]*string, n)
@@ -77,7 +68,7 @@ func (d *Driver) insertMany(ctx context.Context, tx pgx.Tx, params []driver.Inse
 		}
 	}
 	rows, err := tx.Query(ctx, queries.Get("JobInsertMany"), kinds, queues, args, metas, prios, runAts,
-		maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actor)
+		maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actor, d.channel)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
@@ -119,8 +110,6 @@ func (d *Driver) insertMany(ctx context.Context, tx pgx.Tx, params []driver.Inse
 	}
 	out := make([]driver.InsertResult, n)
 	claimedKey := map[string]bool{}
-	ready := map[string]bool{}
-	now := time.Now()
 	for i, p := range params {
 		switch k := p.IdempotencyKey; {
 		case k == "":
@@ -140,14 +129,6 @@ func (d *Driver) insertMany(ctx context.Context, tx pgx.Tx, params []driver.Inse
 			// The conflicting row vanished between the insert and the read
 			// (deleted by retention): a retry will insert it.
 			return nil, fmt.Errorf("insert jobs: job with idempotency key %q disappeared during insert; retry", k)
-		}
-		if j := out[i].Job; !out[i].Existing && j.Status == "queued" && !j.RunAt.After(now) {
-			ready[j.Queue] = true
-		}
-	}
-	if len(ready) > 0 {
-		if _, err := tx.Exec(ctx, queries.Get("WakeupPublish"), d.channel, keysOf(ready)); err != nil {
-			return nil, fmt.Errorf("insert jobs: notify: %w", err)
 		}
 	}
 	return out, nil
