@@ -19,7 +19,7 @@ import (
 // WorkerConfig configures a Worker. Zero values take the defaults in brackets.
 type WorkerConfig struct {
 	ID                string         // identifies the worker in leases and events [host-pid-random]
-	Queues            map[string]int // queue name → jobs run at once [{"default": 10}]
+	Queues            map[string]int // queue name → handlers run at once [{"default": 10}]; a slot frees when its handler returns, and at most 2×N+CompletionBatch of a queue's jobs are held while their outcomes are written
 	Workers           *Workers       // the handlers (required)
 	LeaseDuration     time.Duration  // how long a claim is trusted without a heartbeat [30s]
 	HeartbeatInterval time.Duration  // [LeaseDuration/3]
