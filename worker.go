@@ -268,6 +268,9 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 	// back to the reaper.
 	var running, pending atomic.Int64
 	maxPending := int64(2*slots + w.cfg.CompletionBatch)
+	// room is how many jobs may be claimed now: the free handler slots, bounded
+	// by the room left for jobs whose outcome is still being written.
+	room := func() int { return int(min(int64(slots)-running.Load(), maxPending-pending.Load())) }
 	freed := make(chan struct{}, 1)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
@@ -278,18 +281,18 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 		// after a claim that found the queue drained, a finishing job is no sign
 		// of new work, and claiming on each would cost a query per job.
 		starved := true
-		if free := w.free(slots, &running, maxPending, &pending); free > 0 && ctx.Err() == nil {
+		if free := room(); free > 0 && ctx.Err() == nil {
 			starved = false
 			if backlog && free < (batch+1)/2 && w.cfg.ClaimCooldown > 0 {
 				// Under a backlog, slots free one by one; claiming each alone costs a
 				// transaction per job. Wait briefly for more to free up.
-				if w.waitFreed(ctx, freed, func() int { return w.free(slots, &running, maxPending, &pending) }, (batch+1)/2) {
+				if w.waitFreed(ctx, freed, room, (batch+1)/2) {
 					continue
 				}
 				if ctx.Err() != nil {
 					return
 				}
-				free = w.free(slots, &running, maxPending, &pending)
+				free = room()
 			}
 			want := min(free, w.cfg.ClaimBatch)
 			asked := time.Now()
@@ -349,18 +352,12 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 	}
 }
 
-// free is how many jobs a producer may claim now: the free handler slots, bounded
-// by the room left for jobs whose outcome is still being written.
-func (w *Worker) free(slots int, running *atomic.Int64, maxPending int64, pending *atomic.Int64) int {
-	return int(min(int64(slots)-running.Load(), maxPending-pending.Load()))
-}
-
-// waitFreed waits up to ClaimCooldown for free() to reach want. It reports true
+// waitFreed waits up to ClaimCooldown for room() to reach want. It reports true
 // if it did, false on timeout or when ctx ends.
-func (w *Worker) waitFreed(ctx context.Context, freed <-chan struct{}, free func() int, want int) bool {
+func (w *Worker) waitFreed(ctx context.Context, freed <-chan struct{}, room func() int, want int) bool {
 	t := time.NewTimer(w.cfg.ClaimCooldown)
 	defer t.Stop()
-	for free() < want {
+	for room() < want {
 		select {
 		case <-ctx.Done():
 			return false
