@@ -4,46 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/drover-dev/drover/internal/testdb"
 )
-
-// DefaultTestNATSURL is used when DROVER_TEST_NATS_URL is unset.
-const DefaultTestNATSURL = "nats://127.0.0.1:4222"
-
-// testNATSURL returns the NATS server tests use. If it is unreachable the test is
-// skipped, except under CI=true, where it fails: CI must never pass by skipping
-// (the policy of internal/testdb for PostgreSQL).
-func testNATSURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv("DROVER_TEST_NATS_URL")
-	if url == "" {
-		url = DefaultTestNATSURL
-	}
-	nc, err := nats.Connect(url, nats.Timeout(5*time.Second))
-	if err == nil {
-		defer nc.Close()
-		js, jerr := jetstream.New(nc)
-		if jerr == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, err = js.AccountInfo(ctx)
-		} else {
-			err = jerr
-		}
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("NATS JetStream unreachable at %s (CI=true, so this fails instead of skipping): %v", url, err)
-		}
-		t.Skipf("NATS JetStream unreachable at %s: %v", url, err)
-	}
-	return url
-}
 
 // isolate gives opts a stream and subject prefix private to t and deletes the
 // stream (and with it its consumers) at cleanup.
@@ -72,7 +40,7 @@ func isolate(t testing.TB, url string, opts NATSOptions) NATSOptions {
 // newTestNATS opens a NATS transport on a private stream, closed at cleanup.
 func newTestNATS(t testing.TB, opts NATSOptions) *NATS {
 	t.Helper()
-	url := testNATSURL(t)
+	url := testdb.NATSURL(t)
 	opts = isolate(t, url, opts)
 	return openNATS(t, url, opts)
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/drover-dev/drover/internal/testdb"
 )
 
 const wait = 10 * time.Second
@@ -66,7 +68,7 @@ func TestNATSSubscribeMultipleQueues(t *testing.T) {
 
 func TestNATSSubscribersShareAQueue(t *testing.T) {
 	t.Parallel()
-	url := testNATSURL(t)
+	url := testdb.NATSURL(t)
 	opts := isolate(t, url, NATSOptions{})
 	// Two transports, as two worker processes would have.
 	a, b := openNATS(t, url, opts), openNATS(t, url, opts)
@@ -199,7 +201,7 @@ func TestNATSRejectsInvalidQueue(t *testing.T) {
 
 func TestNATSCloseEndsSubscriptions(t *testing.T) {
 	t.Parallel()
-	url := testNATSURL(t)
+	url := testdb.NATSURL(t)
 	n := openNATS(t, url, isolate(t, url, NATSOptions{}))
 	ch, err := n.Subscribe(t.Context(), []string{"q"})
 	if err != nil {
