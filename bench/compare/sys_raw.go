@@ -226,15 +226,7 @@ func (r *rawPG) claim(ctx context.Context, n int) ([]rawJob, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []rawJob
-	for rows.Next() {
-		var j rawJob
-		if err := rows.Scan(&j.id, &j.args); err != nil {
-			return out, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return scanRawJobs(rows)
 }
 
 func (r *rawPG) complete(ctx context.Context, ids []int64) error {
@@ -312,15 +304,7 @@ func (r *rawSQLite) claim(ctx context.Context, n int) ([]rawJob, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []rawJob
-	for rows.Next() {
-		var j rawJob
-		if err := rows.Scan(&j.id, &j.args); err != nil {
-			return out, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return scanRawJobs(rows)
 }
 
 func (r *rawSQLite) complete(ctx context.Context, ids []int64) error {
@@ -359,4 +343,21 @@ func removeSQLite(path string) error {
 		}
 	}
 	return nil
+}
+
+// scanRawJobs reads (id, args) rows from pgx or database/sql.
+func scanRawJobs(rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}) ([]rawJob, error) {
+	var out []rawJob
+	for rows.Next() {
+		var j rawJob
+		if err := rows.Scan(&j.id, &j.args); err != nil {
+			return out, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
 }
