@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -56,8 +57,20 @@ func run() error {
 		riverFast   = flag.Bool("river-insert-fast", false, "river: insert batches with InsertManyFast (COPY) instead of InsertMany")
 		stall       = flag.Duration("stall-timeout", 60*time.Second, "give up on a run when no job completed for this long")
 		output      = flag.String("o", "table", "output: table or json")
+		cpuProfile  = flag.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
 	)
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *output != "table" && *output != "json" {
 		return fmt.Errorf("-o must be table or json, got %q", *output)
 	}
