@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,13 +43,9 @@ func (w *Worker) execute(job *Job, release func()) {
 		defer cancelT()
 	}
 
-	hbStop := make(chan struct{})
-	hbDone := make(chan struct{})
-	go func() { defer close(hbDone); w.heartbeat(fence, cancel, hbStop) }()
-
+	hb := w.startHeartbeat(fence, cancel, began)
 	o := w.run(ctx, h, job)
-	close(hbStop)
-	<-hbDone
+	hb.stop()
 	release()
 
 	cause := context.Cause(ctx)
@@ -128,18 +125,63 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
 	}
 }
 
-// heartbeat extends the lease until stop closes. It cancels the handler when the
-// job was canceled, when the lease is lost, or when the lease may have expired
-// because heartbeats kept failing: past that point another worker may own the job.
-func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+// heartbeater runs a job's heartbeat loop, which starts only once the job has run
+// for one HeartbeatInterval. Most jobs end before that, and a goroutine, a ticker
+// and two channels for every job were a large share of a busy worker's
+// allocations and of the goroutine stacks each GC cycle scans.
+type heartbeater struct {
+	timer   *time.Timer
+	mu      sync.Mutex
+	stopped bool
+	quit    chan struct{} // set when the loop starts
+	done    chan struct{}
+}
+
+// startHeartbeat arms the job's heartbeat loop (see heartbeat); stop ends it.
+func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, began time.Time) *heartbeater {
+	hb := &heartbeater{}
+	hb.timer = time.AfterFunc(w.cfg.HeartbeatInterval, func() {
+		hb.mu.Lock()
+		if hb.stopped {
+			hb.mu.Unlock()
+			return
+		}
+		hb.quit, hb.done = make(chan struct{}), make(chan struct{})
+		hb.mu.Unlock()
+		defer close(hb.done)
+		w.heartbeat(fence, cancel, hb.quit, began)
+	})
+	return hb
+}
+
+// stop ends the heartbeat loop and waits for it, or keeps it from starting.
+func (hb *heartbeater) stop() {
+	hb.mu.Lock()
+	hb.stopped = true
+	quit, done := hb.quit, hb.done
+	hb.mu.Unlock()
+	hb.timer.Stop()
+	if quit != nil {
+		close(quit)
+		<-done
+	}
+}
+
+// heartbeat extends the lease now and every HeartbeatInterval until stop closes.
+// It cancels the handler when the job was canceled, when the lease is lost, or
+// when the lease may have expired because heartbeats kept failing since the lease
+// was last known good (at first: when the job began): past that point another
+// worker may own the job.
+func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}, lastOK time.Time) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	lastOK := time.Now()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
 		}
 		ctx, c := context.WithTimeout(context.Background(), w.cfg.HeartbeatInterval)
 		cancelRequested, err := w.be.heartbeat(ctx, fence)
