@@ -112,6 +112,7 @@ type machine struct {
 	FullPageWrites    string `json:"full_page_writes"`
 	SharedBuffers     string `json:"shared_buffers"`
 	MaxConnections    string `json:"max_connections"`
+	Autovacuum        string `json:"autovacuum"`
 	PoolMaxConns      int32  `json:"pool_max_conns"`
 	DroverCommit      string `json:"drover_commit,omitempty"`
 	RiverVersion      string `json:"river_version"`
@@ -126,6 +127,7 @@ func describeMachine(ctx context.Context, admin *pgxpool.Pool, poolMax int32) ma
 	for name, dst := range map[string]*string{
 		"server_version": &m.PostgreSQL, "synchronous_commit": &m.SynchronousCommit, "fsync": &m.Fsync,
 		"full_page_writes": &m.FullPageWrites, "shared_buffers": &m.SharedBuffers, "max_connections": &m.MaxConnections,
+		"autovacuum": &m.Autovacuum,
 	} {
 		if err := admin.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(dst); err != nil {
 			*dst = "?"
