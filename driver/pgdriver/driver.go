@@ -54,6 +54,14 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, driver.Invalid("database_url", "cannot parse PostgreSQL URL: %s", redact(err))
 	}
+	// Drover's statements are short: a JIT compile (tens of ms) is never repaid,
+	// and it starts whenever a plan's estimated cost passes jit_above_cost, which
+	// on a large table can happen to a claim. The statements are written to stay
+	// below it; this makes sure of it on the pools Drover opens (a URL's own
+	// jit setting still wins). Pools passed to NewFromPool are left as they are.
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)

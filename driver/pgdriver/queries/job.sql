@@ -116,8 +116,7 @@ SELECT * FROM j ORDER BY priority, run_at, id;
 -- JobClaim for one queue. A plain scan of the claim index in (priority, run_at, id)
 -- order cannot stop at run_at <= now (priority comes first), so with fewer ready
 -- jobs than LIMIT it walked every future job of the queue; per priority, run_at
--- is a range bound. Rows locked but beyond the final LIMIT stay locked only until
--- this statement's transaction ends.
+-- is a range bound.
 WITH RECURSIVE prios(p, r, i) AS (
     -- The first entry of each priority present in the queue, by a skip scan of the
     -- claim index: one descent per priority.
@@ -148,7 +147,11 @@ cand AS (
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     ) c
-    ORDER BY c.priority, c.run_at, c.id
+    -- No ORDER BY: the nested loop already yields (priority, run_at, id) order
+    -- (prios ascends, each lateral scan is ordered), so LIMIT takes the first $2
+    -- and stops the scans there. A sort over the estimated rows of every
+    -- priority made the plan's cost pass jit_above_cost, and the JIT compile took
+    -- 15-30 ms of a claim that runs in 1 (EXPLAIN, 1M rows, claims of 1,000).
     LIMIT $2
 ),
 j AS (
