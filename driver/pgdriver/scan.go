@@ -138,7 +138,7 @@ func scanJobRows(rows pgx.Rows, fn func(*jobRow, *driver.Job)) error {
 }
 
 func collectJobs(rows pgx.Rows) ([]*driver.Job, error) {
-	var out []*driver.Job
+	out := []*driver.Job{} // empty, not nil, when there are no rows, as before
 	err := scanJobRows(rows, func(_ *jobRow, j *driver.Job) { out = append(out, j) })
 	if err != nil {
 		return nil, err
