@@ -3,6 +3,7 @@ package pgdriver_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"testing"
 
 	"github.com/drover-dev/drover/driver"
@@ -71,5 +72,37 @@ func TestSmoke(t *testing.T) {
 	}
 	if err := lifecycle.CheckInvariants(done.State()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A pool Drover opens runs with JIT off unless the URL asks for it: a JIT compile
+// costs tens of milliseconds that a short statement never repays.
+func TestNewTurnsJITOffUnlessTheURLSetsIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := testdb.PostgresURL(t)
+	for _, tc := range []struct{ jit, want string }{{"", "off"}, {"on", "on"}} {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.jit != "" {
+			q := u.Query()
+			q.Set("jit", tc.jit)
+			u.RawQuery = q.Encode()
+		}
+		d, err := pgdriver.New(ctx, u.String(), pgdriver.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = d.Pool().QueryRow(ctx, "SHOW jit").Scan(&got)
+		_ = d.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("jit with URL jit=%q: %q, want %q", tc.jit, got, tc.want)
+		}
 	}
 }
