@@ -17,9 +17,11 @@
 // happens in one transaction under the write lock.
 //
 // Batches are set-based, so a job costs a share of a few statements rather than
-// statements of its own: the batch travels as one JSON parameter (json_each).
-// JobInsertMany is one INSERT … SELECT plus one event INSERT; JobClaim is one
-// candidate SELECT per queue, one UPDATE … FROM and one event INSERT (with
+// statements of its own: the batch travels as bound parameters, a VALUES row
+// per job, in chunks of a few fixed sizes (rows.go) so each shape is prepared
+// once. JobInsertMany is one INSERT … SELECT plus one event INSERT per chunk;
+// JobClaim is one candidate SELECT per queue, one UPDATE … FROM and one event
+// INSERT per chunk (with
 // Start, the row goes straight to running and both events are logged, as in
 // pgdriver). JobCompleteMany and JobStartMany first insert the events of every
 // job whose fence holds and whose request_id is new, then UPDATE exactly the

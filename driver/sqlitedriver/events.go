@@ -3,7 +3,6 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -65,20 +64,16 @@ func appendEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	rows := make([][9]any, len(evs))
-	for i, e := range evs {
+	vals := make([]any, 0, 9*len(evs))
+	for _, e := range evs {
 		t, ok := lifecycle.Lookup(e.op, e.from, e.to)
 		if !ok {
 			return fmt.Errorf("job %d: %w", e.jobID, lifecycle.Check(e.op, e.from, e.to))
 		}
-		rows[i] = [9]any{e.jobID, e.seq, string(t.Event), nullString(string(e.from)), string(e.to),
-			micros(e.at), e.actor, nullString(e.requestID), e.attempt}
+		vals = append(vals, e.jobID, e.seq, string(t.Event), nullString(string(e.from)), string(e.to),
+			micros(e.at), e.actor, nullString(e.requestID), e.attempt)
 	}
-	b, err := json.Marshal(rows)
-	if err != nil {
-		return fmt.Errorf("append events: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, queries.Get("EventInsertMany"), sql.Named("events", string(b))); err != nil {
+	if err := (batchStmt{name: "EventInsertMany", cols: 9}).exec(ctx, tx, vals); err != nil {
 		return fmt.Errorf("append %d events: %w", len(evs), err)
 	}
 	return nil

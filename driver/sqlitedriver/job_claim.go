@@ -3,7 +3,6 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -63,21 +62,12 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 	if len(cands) == 0 {
 		return []*driver.Job{}, nil
 	}
-	claims := make([][3]any, len(cands))
-	for i, c := range cands {
-		claims[i] = [3]any{c.id, c.status, uuid.NewString()}
+	claims := make([]any, 0, 3*len(cands))
+	for _, c := range cands {
+		claims = append(claims, c.id, c.status, uuid.NewString())
 	}
-	b, err := json.Marshal(claims)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	claimed, err := queryJobs(ctx, tx, queries.Get("ClaimJobs"),
-		sql.Named("claims", string(b)),
-		sql.Named("owner", p.Owner),
-		sql.Named("lease_expires_at", expires),
-		sql.Named("start", p.Start),
-		sql.Named("now", micros(now)),
-	)
+	claim := batchStmt{name: "ClaimJobs", cols: 3, scalars: []any{p.Owner, expires, p.Start, micros(now)}}
+	claimed, err := claim.queryJobs(ctx, tx, claims)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
 	}

@@ -122,7 +122,7 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 		return nil, lifecycle.Check(set.op, set.from, set.to)
 	}
 	pos := make(map[int64]int, len(params)) // job id → the input position set takes
-	rows := make([][6]any, 0, len(params))
+	vals := make([]any, 0, 6*len(params))
 	for i, p := range params {
 		if out[i].Err != nil {
 			continue
@@ -131,20 +131,15 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 			continue
 		}
 		pos[p.ID] = i
-		rows = append(rows, [6]any{p.ID, p.Attempt, p.LeaseToken, micros(clock(p.Now)), set.args[i], nullString(p.RequestID)})
+		vals = append(vals, p.ID, p.Attempt, p.LeaseToken, micros(clock(p.Now)), set.args[i], nullString(p.RequestID))
 	}
-	if len(rows) == 0 {
+	if len(vals) == 0 {
 		return done, nil
 	}
-	b, err := json.Marshal(rows)
-	if err != nil {
-		return nil, err
-	}
-	batch := sql.Named("batch", string(b))
-	if _, err := tx.ExecContext(ctx, queries.Get(set.events), batch, sql.Named("type", string(t.Event))); err != nil {
+	if err := (batchStmt{name: set.events, cols: 6, scalars: []any{string(t.Event)}}).exec(ctx, tx, vals); err != nil {
 		return nil, fmt.Errorf("append %s events: %w", t.Event, err)
 	}
-	jobs, err := queryJobs(ctx, tx, queries.Get(set.update), batch)
+	jobs, err := (batchStmt{name: set.update, cols: 6}).queryJobs(ctx, tx, vals)
 	if err != nil {
 		return nil, err
 	}

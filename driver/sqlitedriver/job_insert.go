@@ -3,7 +3,6 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -47,7 +46,7 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	return results, nil
 }
 
-// insertMany inserts params with one INSERT … SELECT FROM json_each and logs
+// insertMany inserts params with one INSERT … SELECT per chunk and logs
 // their enqueue events with one more statement; only jobs whose idempotency key
 // exists already cost a statement each, to read the job that holds it.
 func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, now time.Time) ([]driver.InsertResult, error) {
@@ -55,7 +54,7 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 	if len(params) == 0 {
 		return results, nil
 	}
-	rows := make([][13]any, len(params))
+	vals := make([]any, 0, 14*len(params))
 	for i := range params {
 		p := &params[i]
 		status := lifecycle.StatusQueued
@@ -70,15 +69,12 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 		if len(p.Args) == 0 {
 			args = "{}"
 		}
-		rows[i] = [13]any{p.Kind, p.Queue, string(status), args, nullJSON(p.Metadata), p.Priority, micros(runAt),
+		vals = append(vals, i, p.Kind, p.Queue, string(status), args, nullJSON(p.Metadata), p.Priority, micros(runAt),
 			p.MaxAttempts, p.Timeout.Milliseconds(), nullString(p.IdempotencyKey), nullInt(p.RetryOf),
-			nullInt(p.WorkflowRunID), nullString(p.WorkflowNode)}
+			nullInt(p.WorkflowRunID), nullString(p.WorkflowNode))
 	}
-	b, err := json.Marshal(rows)
-	if err != nil {
-		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
-	}
-	inserted, err := queryJobs(ctx, tx, queries.Get("JobInsertMany"), sql.Named("jobs", string(b)), sql.Named("now", micros(now)))
+	insert := batchStmt{name: "JobInsertMany", cols: 14, scalars: []any{micros(now)}}
+	inserted, err := insert.queryJobs(ctx, tx, vals)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
 	}

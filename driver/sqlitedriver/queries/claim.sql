@@ -23,21 +23,24 @@ WHERE j.id = :id
   AND NOT EXISTS (SELECT 1 FROM drover_queues AS q WHERE q.name = j.queue AND q.paused = 1);
 
 -- name: ClaimJobs
--- Claims every candidate of :claims, a JSON array of [id, status it was selected
--- in, new lease_token], in one statement. With :start the row goes straight to
--- running (attempt+1, executions+1, started_at, rev+2): two transitions, whose
--- two events the caller appends (claimed at seq rev-1, started at seq rev), as
--- pgdriver's JobClaimQueue does. The status guard repeats the candidate's.
+-- Claims every candidate in one statement: p holds the call's values, c a row
+-- per candidate (id, status it was selected in, new lease_token), all bound (see
+-- rows.go). With start the row goes straight to running (attempt+1,
+-- executions+1, started_at, rev+2): two transitions, whose two events the
+-- caller appends (claimed at seq rev-1, started at seq rev), as pgdriver's
+-- JobClaimQueue does. The status guard repeats the candidate's.
+WITH p(owner, lease_expires_at, start, now) AS (VALUES (?, ?, ?, ?)),
+     c(id, status, token) AS (VALUES /*rows*/)
 UPDATE drover_jobs
-SET status = CASE WHEN :start THEN 'running' ELSE 'claimed' END,
+SET status = CASE WHEN p.start THEN 'running' ELSE 'claimed' END,
     attempt = attempt + 1,
-    owner = :owner,
+    owner = p.owner,
     lease_token = c.token,
-    lease_expires_at = :lease_expires_at,
-    executions = executions + CASE WHEN :start THEN 1 ELSE 0 END,
-    started_at = CASE WHEN :start THEN :now ELSE started_at END,
-    rev = rev + CASE WHEN :start THEN 2 ELSE 1 END
-FROM (SELECT value->>0 AS id, value->>1 AS status, value->>2 AS token FROM json_each(:claims)) AS c
+    lease_expires_at = p.lease_expires_at,
+    executions = executions + CASE WHEN p.start THEN 1 ELSE 0 END,
+    started_at = CASE WHEN p.start THEN p.now ELSE started_at END,
+    rev = rev + CASE WHEN p.start THEN 2 ELSE 1 END
+FROM c, p
 WHERE drover_jobs.id = c.id AND drover_jobs.status = c.status
 RETURNING *;
 

@@ -14,8 +14,7 @@ WHERE job_id = :job_id
 ORDER BY seq;
 
 -- name: EventInsertMany
--- Many events in one statement: :events is a JSON array of
--- [job_id, seq, type, from_status, to_status, at, actor, request_id, attempt].
+-- Many events in one statement, a row each: (job_id, seq, type, from_status,
+-- to_status, at, actor, request_id, attempt), bound (see rows.go).
 INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8
-FROM json_each(:events);
+VALUES /*rows*/;

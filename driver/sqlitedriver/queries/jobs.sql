@@ -11,21 +11,24 @@ SELECT status, coalesce(owner, '') FROM drover_jobs WHERE id = :id;
 SELECT * FROM drover_jobs WHERE idempotency_key = :idempotency_key;
 
 -- name: JobInsertMany
--- :jobs is a JSON array with one entry per job, [kind, queue, status, args,
--- metadata, priority, run_at, max_attempts, timeout_ms, idempotency_key,
--- retry_of, workflow_run_id, workflow_node]; args and metadata are JSON text
--- carried as strings, so they are stored as given. Rows are inserted in array
--- order, so ids ascend with it. A duplicate idempotency key inserts nothing and
--- returns no row; the caller then reads the existing job. The conflict target
--- repeats the partial index's WHERE; "WHERE true" keeps ON CONFLICT from
--- parsing as a join constraint.
+-- p holds the call's time; b a row per job, bound (see rows.go): (n, kind,
+-- queue, status, args, metadata, priority, run_at, max_attempts, timeout_ms,
+-- idempotency_key, retry_of, workflow_run_id, workflow_node); args and metadata
+-- are JSON text bound as text, so they are stored as given. Rows are inserted in
+-- the order of n, their place in the batch, so ids ascend with it. A duplicate
+-- idempotency key inserts nothing and returns no row; the caller then reads the
+-- existing job. The conflict target repeats the partial index's WHERE; "WHERE
+-- true" keeps ON CONFLICT from parsing as a join constraint.
+WITH p(now) AS (VALUES (?)),
+     b(n, kind, queue, status, args, metadata, priority, run_at, max_attempts, timeout_ms,
+       idempotency_key, retry_of, workflow_run_id, workflow_node) AS (VALUES /*rows*/)
 INSERT INTO drover_jobs (
     kind, queue, status, args, metadata, priority, run_at, max_attempts, timeout_ms,
     idempotency_key, created_at, retry_of, workflow_run_id, workflow_node
 )
-SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8,
-       value->>9, :now, value->>10, value->>11, value->>12
-FROM json_each(:jobs) WHERE true ORDER BY key
+SELECT kind, queue, status, args, metadata, priority, run_at, max_attempts, timeout_ms,
+       idempotency_key, (SELECT now FROM p), retry_of, workflow_run_id, workflow_node
+FROM b WHERE true ORDER BY n
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 

@@ -82,8 +82,9 @@ WHERE id = :id AND status = :from_status
   AND status NOT IN ('succeeded', 'failed', 'canceled', 'skipped')
 RETURNING *;
 
--- Batched lease-holder transitions. :batch is a JSON array with one entry per job,
--- [id, attempt, lease_token, at, arg, request_id], naming each job at most once.
+-- Batched lease-holder transitions. Each statement takes one row per job,
+-- (id, attempt, lease_token, at, arg, request_id), bound (see rows.go), naming
+-- each job at most once; the event INSERTs also take p, the event type.
 -- The event INSERT runs first and decides: it logs an event for every job whose
 -- guard holds and whose request_id (if any) the job's log does not hold yet,
 -- reading the row as it was (its owner for the actor, rev+1 for the seq). The
@@ -92,38 +93,43 @@ RETURNING *;
 -- unknown id, a replayed request_id) are diagnosed one at a time by the caller.
 
 -- name: JobStartManyEvents
+WITH p(type) AS (VALUES (?)),
+     b(id, attempt, token, at, arg, request_id) AS (VALUES /*rows*/)
 INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-SELECT j.id, j.rev + 1, :type, 'claimed', 'running', b.value->>3, 'worker:' || j.owner, b.value->>5, j.attempt
-FROM json_each(:batch) AS b
-JOIN drover_jobs AS j ON j.id = b.value->>0
-WHERE j.status = 'claimed' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2
-  AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.value->>5 AND e.job_id = j.id);
+SELECT j.id, j.rev + 1, (SELECT type FROM p), 'claimed', 'running', b.at, 'worker:' || j.owner, b.request_id, j.attempt
+FROM b
+JOIN drover_jobs AS j ON j.id = b.id
+WHERE j.status = 'claimed' AND j.attempt = b.attempt AND j.lease_token = b.token
+  AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.request_id AND e.job_id = j.id);
 
 -- name: JobStartMany
 -- arg is the new lease length in microseconds; 0 keeps the current expiry.
+WITH b(id, attempt, token, at, lease_us, request_id) AS (VALUES /*rows*/)
 UPDATE drover_jobs
 SET status = 'running',
     executions = executions + 1,
     started_at = b.at,
     lease_expires_at = CASE WHEN b.lease_us > 0 THEN b.at + b.lease_us ELSE lease_expires_at END,
     rev = rev + 1
-FROM (SELECT value->>0 AS id, value->>1 AS attempt, value->>2 AS token, value->>3 AS at, value->>4 AS lease_us
-      FROM json_each(:batch)) AS b
+FROM b
 WHERE drover_jobs.id = b.id AND drover_jobs.status = 'claimed'
   AND drover_jobs.attempt = b.attempt AND drover_jobs.lease_token = b.token
   AND EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.job_id = drover_jobs.id AND e.seq = drover_jobs.rev + 1)
 RETURNING *;
 
 -- name: JobCompleteManyEvents
+WITH p(type) AS (VALUES (?)),
+     b(id, attempt, token, at, arg, request_id) AS (VALUES /*rows*/)
 INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-SELECT j.id, j.rev + 1, :type, 'running', 'succeeded', b.value->>3, 'worker:' || j.owner, b.value->>5, j.attempt
-FROM json_each(:batch) AS b
-JOIN drover_jobs AS j ON j.id = b.value->>0
-WHERE j.status = 'running' AND j.attempt = b.value->>1 AND j.lease_token = b.value->>2
-  AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.value->>5 AND e.job_id = j.id);
+SELECT j.id, j.rev + 1, (SELECT type FROM p), 'running', 'succeeded', b.at, 'worker:' || j.owner, b.request_id, j.attempt
+FROM b
+JOIN drover_jobs AS j ON j.id = b.id
+WHERE j.status = 'running' AND j.attempt = b.attempt AND j.lease_token = b.token
+  AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.request_id AND e.job_id = j.id);
 
 -- name: JobCompleteMany
--- arg is the result: JSON text, carried as a JSON string so it is stored as given.
+-- arg is the result: JSON text, bound as text so it is stored as given.
+WITH b(id, attempt, token, at, result, request_id) AS (VALUES /*rows*/)
 UPDATE drover_jobs
 SET status = 'succeeded',
     result = b.result,
@@ -132,8 +138,7 @@ SET status = 'succeeded',
     lease_token = NULL,
     lease_expires_at = NULL,
     rev = rev + 1
-FROM (SELECT value->>0 AS id, value->>1 AS attempt, value->>2 AS token, value->>3 AS at, value->>4 AS result
-      FROM json_each(:batch)) AS b
+FROM b
 WHERE drover_jobs.id = b.id AND drover_jobs.status = 'running'
   AND drover_jobs.attempt = b.attempt AND drover_jobs.lease_token = b.token
   AND EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.job_id = drover_jobs.id AND e.seq = drover_jobs.rev + 1)
