@@ -11,7 +11,7 @@ import (
 
 // localBackend runs a Worker straight on the database. A claim claims and starts
 // in one statement (ClaimParams.Start); successful completions are batched into
-// JobCompleteMany transactions; retry and snooze delays are added to the
+// JobCompleteManyErrs transactions; retry and snooze delays are added to the
 // database clock.
 type localBackend struct {
 	drv driver.Driver
@@ -23,7 +23,7 @@ type localBackend struct {
 
 type completion struct {
 	p     driver.CompleteParams
-	reply chan driver.JobOutcome
+	reply chan error
 }
 
 func newLocalBackend(drv driver.Driver, w *Worker) *localBackend {
@@ -66,9 +66,9 @@ func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (boo
 
 // complete stores a successful result through the batching completer.
 func (b *localBackend) complete(_ context.Context, f driver.FenceParams, result json.RawMessage) error {
-	c := completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: make(chan driver.JobOutcome, 1)}
+	c := completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: make(chan error, 1)}
 	b.completions <- c
-	return (<-c.reply).Err
+	return <-c.reply
 }
 
 func (b *localBackend) fail(ctx context.Context, f driver.FenceParams, fl failure) (bool, error) {
@@ -109,10 +109,10 @@ func (b *localBackend) completer() {
 			params[i] = c.p
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		outs := b.drv.JobCompleteMany(ctx, params)
+		errs := b.drv.JobCompleteManyErrs(ctx, params)
 		cancel()
 		for i, c := range batch {
-			c.reply <- outs[i]
+			c.reply <- errs[i]
 		}
 	}
 }

@@ -17,10 +17,10 @@ type holdCompletions struct {
 	once             sync.Once
 }
 
-func (h *holdCompletions) JobCompleteMany(ctx context.Context, params []driver.CompleteParams) []driver.JobOutcome {
+func (h *holdCompletions) JobCompleteManyErrs(ctx context.Context, params []driver.CompleteParams) []error {
 	h.once.Do(func() { close(h.entered) })
 	<-h.release
-	return h.Driver.JobCompleteMany(ctx, params)
+	return h.Driver.JobCompleteManyErrs(ctx, params)
 }
 
 // A handler slot frees when the handler returns, not when its outcome is

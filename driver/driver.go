@@ -78,6 +78,10 @@ type Driver interface {
 	// JobCompleteMany applies many completions in one transaction; each is fenced on
 	// its own and its outcome (job or error) is reported in input order.
 	JobCompleteMany(ctx context.Context, params []CompleteParams) []JobOutcome
+	// JobCompleteManyErrs is JobCompleteMany for a caller that needs only each
+	// completion's error, as the worker does: nil for a job that completed or
+	// whose completion is a replay. Completed jobs are not read back.
+	JobCompleteManyErrs(ctx context.Context, params []CompleteParams) []error
 	// JobFail records Error in the job's error history and then, in one statement:
 	// running → queued at RetryAt, or now + RetryDelay when RetryAt is zero (event
 	// "retried"), if !Permanent and executions < max_attempts; else running → failed

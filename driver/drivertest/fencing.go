@@ -16,6 +16,7 @@ var fencingTests = []suiteTest{
 	{"StaleRunningAttemptAfterReap", testStaleRunning},
 	{"WrongLeaseToken", testWrongToken},
 	{"CompleteManyMixed", testCompleteMany},
+	{"CompleteManyErrsMixed", testCompleteManyErrs},
 }
 
 // reclaimed returns a job claimed at t0, reaped at t0+31s and claimed again at t0+32s,
@@ -106,6 +107,28 @@ func testWrongToken(h *harness) {
 }
 
 func testCompleteMany(h *harness) {
+	completeManyMixed(h, "JobCompleteMany", func(ps []driver.CompleteParams) ([]*driver.Job, []error) {
+		outs := h.d.JobCompleteMany(h.ctx, ps)
+		jobs, errs := make([]*driver.Job, len(outs)), make([]error, len(outs))
+		for i, o := range outs {
+			jobs[i], errs[i] = o.Job, o.Err
+		}
+		return jobs, errs
+	})
+}
+
+// testCompleteManyErrs: the same batch through JobCompleteManyErrs gives the
+// same errors and stores the same outcomes; it returns no jobs.
+func testCompleteManyErrs(h *harness) {
+	completeManyMixed(h, "JobCompleteManyErrs", func(ps []driver.CompleteParams) ([]*driver.Job, []error) {
+		return nil, h.d.JobCompleteManyErrs(h.ctx, ps)
+	})
+}
+
+// completeManyMixed completes a batch of two good completions, a stale attempt
+// and a job that is only claimed through call, which returns the jobs (nil if
+// it has none) and errors in input order.
+func completeManyMixed(h *harness, name string, call func([]driver.CompleteParams) ([]*driver.Job, []error)) {
 	stale, cur := h.reclaimed() // cur is claimed by worker-2; reaps at t0+31s
 	h.mustStart(cur, 33*time.Second)
 	a := h.runningJob(nil) // leases until t0+30s; completed at t0+20s
@@ -118,37 +141,43 @@ func testCompleteMany(h *harness) {
 	cp := func(j *driver.Job, res string) driver.CompleteParams {
 		return driver.CompleteParams{FenceParams: fence(j, h.at(20*time.Second)), Result: json.RawMessage(res)}
 	}
-	outs := h.d.JobCompleteMany(h.ctx, []driver.CompleteParams{
+	jobs, errs := call([]driver.CompleteParams{
 		cp(a, `{"n":"a"}`), cp(stale, `{"n":"stale"}`), cp(b, `{"n":"b"}`), cp(notRunning, `{"n":"claimed"}`),
 	})
-	if len(outs) != 4 {
-		h.t.Fatalf("JobCompleteMany returned %d outcomes, want 4 in input order", len(outs))
+	if len(errs) != 4 || (jobs != nil && len(jobs) != 4) {
+		h.t.Fatalf("%s returned %d errors and %d jobs, want 4 in input order", name, len(errs), len(jobs))
 	}
 	for i, ok := range []*driver.Job{a, nil, b, nil} {
-		o := outs[i]
 		if ok == nil {
-			h.wantErr(o.Err, driver.ErrLeaseLost, fmt.Sprintf("JobCompleteMany outcome %d", i))
+			h.wantErr(errs[i], driver.ErrLeaseLost, fmt.Sprintf("%s outcome %d", name, i))
 			continue
 		}
-		if o.Err != nil || o.Job == nil {
-			h.t.Errorf("JobCompleteMany outcome %d = %v, %v; want job %d succeeded", i, o.Job, o.Err, ok.ID)
+		if errs[i] != nil {
+			h.t.Errorf("%s outcome %d: %v; want job %d succeeded", name, i, errs[i], ok.ID)
 			continue
 		}
-		if o.Job.ID != ok.ID || o.Job.Status != lifecycle.StatusSucceeded {
-			h.t.Errorf("JobCompleteMany outcome %d: job %d %s, want job %d succeeded", i, o.Job.ID, o.Job.Status, ok.ID)
+		if jobs == nil {
+			continue
 		}
-		h.checkJob(o.Job, "JobCompleteMany")
+		if jobs[i] == nil {
+			h.t.Errorf("%s outcome %d has neither a job nor an error", name, i)
+			continue
+		}
+		if o := jobs[i]; o.ID != ok.ID || o.Status != lifecycle.StatusSucceeded {
+			h.t.Errorf("%s outcome %d: job %d %s, want job %d succeeded", name, i, o.ID, o.Status, ok.ID)
+		}
+		h.checkJob(jobs[i], name)
 	}
 	for _, s := range snaps {
-		h.wantUnchanged(s, "JobCompleteMany")
+		h.wantUnchanged(s, name)
 	}
 	ga, gb := h.get(a.ID), h.get(b.ID)
 	if !jsonEqual(ga.Result, json.RawMessage(`{"n":"a"}`)) || !jsonEqual(gb.Result, json.RawMessage(`{"n":"b"}`)) {
-		h.t.Errorf("results after JobCompleteMany: a %s, b %s; want {\"n\":\"a\"} and {\"n\":\"b\"}", ga.Result, gb.Result)
+		h.t.Errorf("results after %s: a %s, b %s; want {\"n\":\"a\"} and {\"n\":\"b\"}", name, ga.Result, gb.Result)
 	}
 	h.wantLastEvent(ga, lifecycle.EventSucceeded, lifecycle.StatusRunning, evA+1)
 	h.wantLastEvent(gb, lifecycle.EventSucceeded, lifecycle.StatusRunning, evB+1)
-	if outs := h.d.JobCompleteMany(h.ctx, nil); len(outs) != 0 {
-		h.t.Errorf("JobCompleteMany(nil) = %v, want no outcomes", outs)
+	if _, errs := call(nil); len(errs) != 0 {
+		h.t.Errorf("%s(nil) = %v, want no outcomes", name, errs)
 	}
 }

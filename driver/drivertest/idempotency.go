@@ -108,6 +108,13 @@ func testReplayComplete(h *harness) {
 	if len(outs) != 1 || outs[0].Err != nil || outs[0].Job == nil || !outs[0].Job.Replayed {
 		h.t.Errorf("JobCompleteMany repeat of complete-1 = %+v, want the job with Replayed = true", outs)
 	}
+	// JobCompleteManyErrs answers a replay as done, and changes nothing.
+	if errs := h.d.JobCompleteManyErrs(h.ctx, []driver.CompleteParams{p}); len(errs) != 1 || errs[0] != nil {
+		h.t.Errorf("JobCompleteManyErrs repeat of complete-1 = %v, want one nil error", errs)
+	}
+	if g := h.get(r.ID); g.Rev != j.Rev || !jsonEqual(g.Result, json.RawMessage(`{"v":1}`)) {
+		h.t.Errorf("after the JobCompleteManyErrs repeat: rev %d result %s, want rev %d and {\"v\":1}", g.Rev, g.Result, j.Rev)
+	}
 }
 
 func testReplayFailRetry(h *harness) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,6 +144,34 @@ func completeArgs(p driver.CompleteParams) []any {
 // JobCompleteMany implements driver.Driver: one transaction, one round trip for
 // the statements, each fenced on its own.
 func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompleteParams) []driver.JobOutcome {
+	return d.completeMany(ctx, params, false)
+}
+
+// JobCompleteManyErrs implements driver.Driver: JobCompleteMany's statement
+// answers only the input positions that completed, not their rows.
+func (d *Driver) JobCompleteManyErrs(ctx context.Context, params []driver.CompleteParams) []error {
+	outs := d.completeMany(ctx, params, true)
+	errs := make([]error, len(outs))
+	for i, o := range outs {
+		errs[i] = o.Err
+	}
+	return errs
+}
+
+// completeManyOrds is JobCompleteMany answering only the ord of each job it
+// completed.
+var completeManyOrds = func() string {
+	q := queries.Get("JobCompleteMany")
+	const all, ords = "SELECT * FROM j;", "SELECT ord FROM j;"
+	if strings.Count(q, all) != 1 {
+		panic("pgdriver: JobCompleteMany must end in " + all)
+	}
+	return strings.Replace(q, all, ords, 1)
+}()
+
+// completeMany applies the completions; with idsOnly the outcomes of the jobs
+// the batch statement completed carry no job.
+func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParams, idsOnly bool) []driver.JobOutcome {
 	out := make([]driver.JobOutcome, len(params))
 	n := len(params)
 	ids, attempts, tokens, results, reqs := make([]int64, 0, n), make([]int32, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
@@ -173,9 +202,15 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 	done := map[int64]*driver.Job{}
 	if len(ids) > 0 {
 		// Planned with the actual ids: a generic plan cannot know how few there are.
-		rows, err := d.pool.Query(ctx, queries.Get("JobCompleteMany"), pgx.QueryExecModeExec,
+		query := queries.Get("JobCompleteMany")
+		if idsOnly {
+			query = completeManyOrds
+		}
+		rows, err := d.pool.Query(ctx, query, pgx.QueryExecModeExec,
 			ids, attempts, tokens, results, reqs, nowArg(now))
-		if err == nil {
+		if err == nil && idsOnly {
+			done, err = ordinalsOnly(rows)
+		} else if err == nil {
 			done, err = ordinals(rows)
 		}
 		if err != nil {
@@ -186,8 +221,8 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 		}
 	}
 	for i, p := range params {
-		if j := done[sent[i]]; sent[i] != 0 && j != nil {
-			out[i].Job = j
+		if j, ok := done[sent[i]]; sent[i] != 0 && ok {
+			out[i].Job = j // nil with idsOnly
 			continue
 		}
 		out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, "complete", p.ID, p.RequestID, driver.ErrLeaseLost)

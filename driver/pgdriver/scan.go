@@ -47,6 +47,18 @@ type jobRow struct {
 	Ord            *int64      `db:"ord"`
 }
 
+// ordinalsOnly reads rows of one column, ord, into ordinals' map with no jobs:
+// the caller needs only which positions came back.
+func ordinalsOnly(rows pgx.Rows) (map[int64]*driver.Job, error) {
+	out := map[int64]*driver.Job{}
+	var ord int64
+	_, err := pgx.ForEachRow(rows, []any{&ord}, func() error {
+		out[ord] = nil
+		return nil
+	})
+	return out, err
+}
+
 // ordinals maps each returned row's input position (the ord column) to its job.
 func ordinals(rows pgx.Rows) (map[int64]*driver.Job, error) {
 	out := map[int64]*driver.Job{}

@@ -24,6 +24,23 @@ func (d *Driver) JobComplete(ctx context.Context, p driver.CompleteParams) (*dri
 // own: a lost lease fails that outcome only. A database error aborts the
 // transaction, and every outcome that had not failed on its own reports it.
 func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompleteParams) []driver.JobOutcome {
+	return d.completeMany(ctx, params, false)
+}
+
+// JobCompleteManyErrs is JobCompleteMany whose batch UPDATE answers only the
+// ids it completed, not their rows.
+func (d *Driver) JobCompleteManyErrs(ctx context.Context, params []driver.CompleteParams) []error {
+	outs := d.completeMany(ctx, params, true)
+	errs := make([]error, len(outs))
+	for i, o := range outs {
+		errs[i] = o.Err
+	}
+	return errs
+}
+
+// completeMany applies the completions; with idsOnly the outcomes of the jobs
+// the batch statements completed carry no job.
+func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParams, idsOnly bool) []driver.JobOutcome {
 	out := make([]driver.JobOutcome, len(params))
 	fences := make([]driver.FenceParams, len(params))
 	fs := make([]fenced, len(params))
@@ -37,7 +54,7 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 	}
 	d.batch(ctx, fences, fs, out, batchSet{
 		op: lifecycle.OpComplete, from: lifecycle.StatusRunning, to: lifecycle.StatusSucceeded,
-		events: "JobCompleteManyEvents", update: "JobCompleteMany", args: args,
+		events: "JobCompleteManyEvents", update: "JobCompleteMany", args: args, idsOnly: idsOnly,
 	})
 	return out
 }
@@ -64,13 +81,14 @@ func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) 
 }
 
 // batchSet is the set-based form of one kind of fenced transition: an event
-// INSERT and a guarded UPDATE that each take the whole batch as JSON (see
+// INSERT and a guarded UPDATE that each take a row per job (see
 // queries/lease.sql), with one argument per job besides its fence.
 type batchSet struct {
 	op             lifecycle.Op
 	from, to       lifecycle.Status
 	events, update string // statement names
 	args           []any  // per job, in params order
+	idsOnly        bool   // the UPDATE answers ids only: moved jobs' outcomes carry no job
 }
 
 // batch applies fenced transitions in one write transaction. The first mention
@@ -87,12 +105,12 @@ func (d *Driver) batch(ctx context.Context, params []driver.FenceParams, fs []fe
 	}
 	verb := fs[0].verb
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		done, err := applySet(ctx, tx, params, out, set)
+		done, moved, err := applySet(ctx, tx, params, out, set)
 		if err != nil {
 			return err
 		}
 		for i, p := range params {
-			if out[i].Err != nil || done[i] != nil {
+			if out[i].Err != nil || moved[i] {
 				out[i].Job = done[i]
 				continue
 			}
@@ -114,12 +132,12 @@ func (d *Driver) batch(ctx context.Context, params []driver.FenceParams, fs []fe
 }
 
 // applySet runs set's statements for the calls it may take and returns, by
-// input position, the jobs they moved.
-func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out []driver.JobOutcome, set batchSet) ([]*driver.Job, error) {
-	done := make([]*driver.Job, len(params))
+// input position, whether they moved the job and, unless set.idsOnly, the job.
+func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out []driver.JobOutcome, set batchSet) (done []*driver.Job, moved []bool, err error) {
+	done, moved = make([]*driver.Job, len(params)), make([]bool, len(params))
 	t, ok := lifecycle.Lookup(set.op, set.from, set.to)
 	if !ok {
-		return nil, lifecycle.Check(set.op, set.from, set.to)
+		return nil, nil, lifecycle.Check(set.op, set.from, set.to)
 	}
 	pos := make(map[int64]int, len(params)) // job id → the input position set takes
 	vals := make([]any, 0, 6*len(params))
@@ -134,19 +152,24 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 		vals = append(vals, p.ID, p.Attempt, p.LeaseToken, micros(clock(p.Now)), set.args[i], nullString(p.RequestID))
 	}
 	if len(vals) == 0 {
-		return done, nil
+		return done, moved, nil
 	}
 	if err := (batchStmt{name: set.events, cols: 6, scalars: []any{string(t.Event)}}).exec(ctx, tx, vals); err != nil {
-		return nil, fmt.Errorf("append %s events: %w", t.Event, err)
+		return nil, nil, fmt.Errorf("append %s events: %w", t.Event, err)
 	}
-	jobs, err := (batchStmt{name: set.update, cols: 6}).queryJobs(ctx, tx, vals)
-	if err != nil {
-		return nil, err
+	update := batchStmt{name: set.update, cols: 6, idsOnly: set.idsOnly}
+	if set.idsOnly {
+		ids, err := update.queryIDs(ctx, tx, vals)
+		for _, id := range ids {
+			moved[pos[id]] = true
+		}
+		return done, moved, err
 	}
+	jobs, err := update.queryJobs(ctx, tx, vals)
 	for _, j := range jobs {
-		done[pos[j.ID]] = j
+		done[pos[j.ID]], moved[pos[j.ID]] = j, true
 	}
-	return done, nil
+	return done, moved, err
 }
 
 // isFenceError reports an error that rejects one call without harming the

@@ -30,20 +30,22 @@ var chunkSizes = [...]int{256, 64, 16, 4, 1}
 type batchStmt struct {
 	name    string // query name in queries/*.sql
 	cols    int    // values per row
-	scalars []any  // ?1 … ?k, the same for every chunk
+	scalars []any  // the ? before the rows, the same for every chunk
+	idsOnly bool   // the statement's RETURNING * answers id only
 }
 
 // chunkedQueries caches the text of each (query, chunk size), built once.
 var chunkedQueries sync.Map // chunkKey → string
 
 type chunkKey struct {
-	name string
-	rows int
+	name    string
+	rows    int
+	idsOnly bool
 }
 
 // text returns the statement with rows rows of placeholders in its marker.
 func (s batchStmt) text(rows int) string {
-	key := chunkKey{s.name, rows}
+	key := chunkKey{s.name, rows, s.idsOnly}
 	if q, ok := chunkedQueries.Load(key); ok {
 		return q.(string)
 	}
@@ -54,6 +56,12 @@ func (s batchStmt) text(rows int) string {
 	}
 	row := "(" + strings.Repeat("?,", s.cols-1) + "?)"
 	q = q[:at] + strings.Repeat(row+",", rows-1) + row + q[at+len(rowsMarker):]
+	if s.idsOnly {
+		if strings.Count(q, "RETURNING *") != 1 {
+			panic(fmt.Sprintf("sqlitedriver: query %s needs one RETURNING * to answer ids only", s.name))
+		}
+		q = strings.Replace(q, "RETURNING *", "RETURNING id", 1)
+	}
 	chunkedQueries.Store(key, q)
 	return q
 }
@@ -102,4 +110,26 @@ func (s batchStmt) queryJobs(ctx context.Context, tx *sql.Tx, vals []any) ([]*dr
 		return err
 	})
 	return jobs, err
+}
+
+// queryIDs runs an idsOnly statement over every row of vals and returns the
+// ids of all chunks.
+func (s batchStmt) queryIDs(ctx context.Context, tx *sql.Tx, vals []any) ([]int64, error) {
+	var ids []int64
+	err := s.chunks(vals, func(q string, args []any) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	return ids, err
 }
