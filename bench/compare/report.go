@@ -123,12 +123,12 @@ func (r report) writeTable(w io.Writer) {
 			put(res, "jobs/s", res.WorkPerSec, "%.0f", true)
 			put(res, "inserted/s", res.InsertPerSec, "%.0f", true)
 			if len(res.Heap) > 0 {
-				first, last := res.Heap[0].HeapMiB, res.Heap[len(res.Heap)-1].HeapMiB
-				lo, hi := first, first
+				first, last := heapFifths(res.Heap, res.WorkSeconds)
+				lo, hi := res.Heap[0].HeapMiB, res.Heap[0].HeapMiB
 				for _, h := range res.Heap {
 					lo, hi = min(lo, h.HeapMiB), max(hi, h.HeapMiB)
 				}
-				putS(res, "heap MiB start→end", fmt.Sprintf("%.1f→%.1f", first, last))
+				putS(res, "heap MiB 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", first, last, 100*(last-first)/first))
 				putS(res, "heap MiB min..max", fmt.Sprintf("%.1f..%.1f", lo, hi))
 			}
 		case "latency", "backlog":
@@ -237,4 +237,23 @@ func orQ(s string) string {
 		return "?"
 	}
 	return s
+}
+
+// heapFifths returns the mean heap of the samples in the first and in the last
+// fifth of a window of win seconds, leaving out the sample taken at its start.
+func heapFifths(hs []memSample, win float64) (first, last float64) {
+	var sf, sl float64
+	var nf, nl int
+	for _, h := range hs {
+		if h.At > 0 && h.At <= win/5 { // the sample at 0 precedes the load
+			sf, nf = sf+h.HeapMiB, nf+1
+		}
+		if h.At >= win*4/5 {
+			sl, nl = sl+h.HeapMiB, nl+1
+		}
+	}
+	if nf == 0 || nl == 0 {
+		return hs[0].HeapMiB, hs[len(hs)-1].HeapMiB
+	}
+	return sf / float64(nf), sl / float64(nl)
 }
