@@ -56,8 +56,8 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 	return jobs, nil
 }
 
-// claimJobs claims cands in one UPDATE and logs their events in one INSERT, and
-// returns the jobs in candidate (claim) order.
+// claimJobs claims cands in one UPDATE and logs their events in one INSERT (a
+// chunk of each at a time), and returns the jobs in candidate (claim) order.
 func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []candidate, now time.Time, expires int64) ([]*driver.Job, error) {
 	if len(cands) == 0 {
 		return []*driver.Job{}, nil
@@ -76,27 +76,27 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 		byID[j.ID] = j
 	}
 	jobs := make([]*driver.Job, 0, len(claimed))
-	evs := make([]event, 0, 2*len(claimed))
-	actor := leaseActor(p.Owner)
+	evs := make([]any, 0, 3*len(claimed))
 	for _, c := range cands {
 		j := byID[c.id]
 		if j == nil {
 			continue // cannot happen under the write lock; skip rather than fail the batch
 		}
+		t, ok := lifecycle.Lookup(lifecycle.OpClaim, lifecycle.Status(c.status), lifecycle.StatusClaimed)
+		if !ok {
+			return nil, fmt.Errorf("job %d: %w", j.ID, lifecycle.Check(lifecycle.OpClaim, lifecycle.Status(c.status), lifecycle.StatusClaimed))
+		}
 		jobs = append(jobs, j)
-		claimSeq := j.Rev
-		if p.Start {
-			claimSeq = j.Rev - 1
-		}
-		evs = append(evs, event{jobID: j.ID, seq: claimSeq, op: lifecycle.OpClaim, from: lifecycle.Status(c.status),
-			to: lifecycle.StatusClaimed, at: now, actor: actor, requestID: p.RequestID, attempt: j.Attempt})
-		if p.Start {
-			evs = append(evs, event{jobID: j.ID, seq: j.Rev, op: lifecycle.OpStart, from: lifecycle.StatusClaimed,
-				to: lifecycle.StatusRunning, at: now, actor: actor, attempt: j.Attempt})
-		}
+		evs = append(evs, j.ID, c.status, string(t.Event))
 	}
-	if err := appendEvents(ctx, tx, evs); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+	started, ok := lifecycle.Lookup(lifecycle.OpStart, lifecycle.StatusClaimed, lifecycle.StatusRunning)
+	if !ok {
+		return nil, lifecycle.Check(lifecycle.OpStart, lifecycle.StatusClaimed, lifecycle.StatusRunning)
+	}
+	events := batchStmt{name: "ClaimEvents", cols: 3,
+		scalars: []any{p.Start, string(started.Event), micros(now), leaseActor(p.Owner), nullString(p.RequestID)}}
+	if err := events.exec(ctx, tx, evs); err != nil {
+		return nil, fmt.Errorf("claim: append %d jobs' events: %w", len(jobs), err)
 	}
 	return jobs, nil
 }
