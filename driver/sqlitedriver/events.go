@@ -46,39 +46,6 @@ func appendEvent(ctx context.Context, tx *sql.Tx, op lifecycle.Op, from lifecycl
 	return nil
 }
 
-// event is one row of drover_job_events, for appendEvents.
-type event struct {
-	jobID, seq int64
-	op         lifecycle.Op
-	from, to   lifecycle.Status
-	at         time.Time
-	actor      string
-	requestID  string
-	attempt    int
-}
-
-// appendEvents records many transitions in one statement, with the checks of
-// appendEvent: each seq is the job's rev after its transition, and an edge the
-// lifecycle table does not allow fails the transaction.
-func appendEvents(ctx context.Context, tx *sql.Tx, evs []event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	vals := make([]any, 0, 9*len(evs))
-	for _, e := range evs {
-		t, ok := lifecycle.Lookup(e.op, e.from, e.to)
-		if !ok {
-			return fmt.Errorf("job %d: %w", e.jobID, lifecycle.Check(e.op, e.from, e.to))
-		}
-		vals = append(vals, e.jobID, e.seq, string(t.Event), nullString(string(e.from)), string(e.to),
-			micros(e.at), e.actor, nullString(e.requestID), e.attempt)
-	}
-	if err := (batchStmt{name: "EventInsertMany", cols: 9}).exec(ctx, tx, vals); err != nil {
-		return fmt.Errorf("append %d events: %w", len(evs), err)
-	}
-	return nil
-}
-
 // requestSeen reports whether the job's log already holds requestID.
 func requestSeen(ctx context.Context, q querier, jobID int64, requestID string) (bool, error) {
 	if requestID == "" {

@@ -46,9 +46,10 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	return results, nil
 }
 
-// insertMany inserts params with one INSERT … SELECT per chunk and logs
-// their enqueue events with one more statement; only jobs whose idempotency key
-// exists already cost a statement each, to read the job that holds it.
+// insertMany inserts params with one INSERT … SELECT per chunk and logs their
+// enqueue events, read off the new rows, with one more per chunk; only jobs
+// whose idempotency key exists already cost a statement each, to read the job
+// that holds it.
 func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, now time.Time) ([]driver.InsertResult, error) {
 	results := make([]driver.InsertResult, 0, len(params))
 	if len(params) == 0 {
@@ -79,7 +80,7 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
 	}
 	sort.Slice(inserted, func(i, j int) bool { return inserted[i].ID < inserted[j].ID })
-	evs := make([]event, 0, len(inserted))
+	evs := make([]any, 0, 3*len(inserted))
 	k := 0
 	for i := range params {
 		p := &params[i]
@@ -90,7 +91,11 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 			if actor == "" {
 				actor = actorClient
 			}
-			evs = append(evs, event{jobID: j.ID, seq: j.Rev, op: lifecycle.OpEnqueue, to: j.Status, at: now, actor: actor, attempt: j.Attempt})
+			t, ok := lifecycle.Lookup(lifecycle.OpEnqueue, "", j.Status)
+			if !ok {
+				return nil, fmt.Errorf("job %d: %w", j.ID, lifecycle.Check(lifecycle.OpEnqueue, "", j.Status))
+			}
+			evs = append(evs, j.ID, string(t.Event), actor)
 			results = append(results, driver.InsertResult{Job: j})
 			continue
 		}
@@ -103,7 +108,7 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 	if k != len(inserted) {
 		return nil, fmt.Errorf("insert %d jobs: %d rows came back for %d inserted", len(params), len(inserted), k)
 	}
-	if err := appendEvents(ctx, tx, evs); err != nil {
+	if err := (batchStmt{name: "InsertEvents", cols: 3, scalars: []any{micros(now)}}).exec(ctx, tx, evs); err != nil {
 		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
 	}
 	// Read existing jobs after the events: a key first used earlier in this

@@ -14,7 +14,7 @@ import (
 // TestChunksCoverEveryRowInOrder: a batch runs as chunks of the fixed sizes,
 // largest first, and every row goes to exactly one chunk, in order.
 func TestChunksCoverEveryRowInOrder(t *testing.T) {
-	s := batchStmt{name: "EventInsertMany", cols: 9}
+	s := batchStmt{name: "InsertEvents", cols: 3, scalars: []any{"at"}}
 	const rows = 256 + 64 + 16 + 4 + 4 + 1 // every size, one twice
 	vals := make([]any, 0, rows*s.cols)
 	for i := range rows * s.cols {
@@ -23,9 +23,13 @@ func TestChunksCoverEveryRowInOrder(t *testing.T) {
 	var sizes []int
 	var got []any
 	err := s.chunks(vals, func(q string, args []any) error {
-		if want := s.text(len(args) / s.cols); q != want {
-			t.Errorf("chunk of %d rows ran %.60q…, want its cached statement", len(args)/s.cols, q)
+		if want := s.text((len(args) - 1) / s.cols); q != want {
+			t.Errorf("chunk of %d rows ran %.60q…, want its cached statement", (len(args)-1)/s.cols, q)
 		}
+		if args[0] != "at" {
+			t.Errorf("chunk of %d rows starts with %v, want the scalar", len(args)/s.cols, args[0])
+		}
+		args = args[1:]
 		sizes = append(sizes, len(args)/s.cols)
 		got = append(got, args...)
 		return nil
@@ -40,7 +44,7 @@ func TestChunksCoverEveryRowInOrder(t *testing.T) {
 		t.Error("the chunks' arguments are not the batch's values in order")
 	}
 	if err := s.chunks(vals[:10], func(string, []any) error { return nil }); err == nil {
-		t.Error("10 values accepted as rows of 9")
+		t.Error("10 values accepted as rows of 3")
 	}
 }
 

@@ -12,9 +12,3 @@ SELECT job_id, seq, type, COALESCE(from_status, ''), to_status, at, actor, COALE
 FROM drover_job_events
 WHERE job_id = :job_id
 ORDER BY seq;
-
--- name: EventInsertMany
--- Many events in one statement, a row each: (job_id, seq, type, from_status,
--- to_status, at, actor, request_id, attempt), bound (see rows.go).
-INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-VALUES /*rows*/;

@@ -32,6 +32,15 @@ FROM b WHERE true ORDER BY n
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 
+-- name: InsertEvents
+-- The enqueue events of new jobs, read off their rows: c holds a row per job
+-- (id, event type, actor), p the time. Each logs seq rev, the row's first rev.
+WITH p(at) AS (VALUES (?)),
+     c(id, type, actor) AS (VALUES /*rows*/)
+INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+SELECT j.id, j.rev, c.type, NULL, j.status, p.at, c.actor, NULL, j.attempt
+FROM c JOIN drover_jobs AS j ON j.id = c.id JOIN p;
+
 -- name: JobListDesc
 SELECT * FROM drover_jobs
 WHERE (json_array_length(:statuses) = 0 OR status IN (SELECT value FROM json_each(:statuses)))
