@@ -274,6 +274,16 @@ type JobOutcome struct {
 	Err error
 }
 
+// OutcomeErrs returns the error of each outcome, in order: a batch call's
+// answer for a caller that needs only the errors (JobCompleteManyErrs).
+func OutcomeErrs(outs []JobOutcome) []error {
+	errs := make([]error, len(outs))
+	for i, o := range outs {
+		errs[i] = o.Err
+	}
+	return errs
+}
+
 // CompleteOutcome is the former name of JobOutcome.
 type CompleteOutcome = JobOutcome
 

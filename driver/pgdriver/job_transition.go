@@ -150,12 +150,7 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 // JobCompleteManyErrs implements driver.Driver: JobCompleteMany's statement
 // answers only the input positions that completed, not their rows.
 func (d *Driver) JobCompleteManyErrs(ctx context.Context, params []driver.CompleteParams) []error {
-	outs := d.completeMany(ctx, params, true)
-	errs := make([]error, len(outs))
-	for i, o := range outs {
-		errs[i] = o.Err
-	}
-	return errs
+	return driver.OutcomeErrs(d.completeMany(ctx, params, true))
 }
 
 // completeManyOrds is JobCompleteMany answering only the ord of each job it

@@ -30,12 +30,7 @@ func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompletePa
 // JobCompleteManyErrs is JobCompleteMany whose batch UPDATE answers only the
 // ids it completed, not their rows.
 func (d *Driver) JobCompleteManyErrs(ctx context.Context, params []driver.CompleteParams) []error {
-	outs := d.completeMany(ctx, params, true)
-	errs := make([]error, len(outs))
-	for i, o := range outs {
-		errs[i] = o.Err
-	}
-	return errs
+	return driver.OutcomeErrs(d.completeMany(ctx, params, true))
 }
 
 // completeMany applies the completions; with idsOnly the outcomes of the jobs
