@@ -21,6 +21,7 @@ var claimTests = []suiteTest{
 	{"LimitTakesTheFirst", testClaimLimit},
 	{"ByID", testClaimByID},
 	{"QueuesFilter", testClaimQueues},
+	{"QueuesMergedInClaimOrder", testClaimQueuesMerged},
 	{"ConcurrentClaimers", testConcurrentClaimers},
 }
 
@@ -204,6 +205,36 @@ func testClaimQueues(h *harness) {
 	slices.Sort(got)
 	if want := []int64{ids["alpha"], ids["gamma"]}; !slices.Equal(got, want) {
 		h.t.Errorf("claim from [alpha gamma] = %v, want %v", got, want)
+	}
+}
+
+// testClaimQueuesMerged: a claim naming several queues takes the first Limit
+// jobs of all of them together in claim order (priority, run_at, id), returns
+// them in that order, and neither a future job nor a paused queue's job takes a
+// place.
+func testClaimQueuesMerged(h *harness) {
+	job := func(queue string, priority int, runAt time.Duration) int64 {
+		return h.mustEnqueue(func(p *driver.InsertParams) {
+			p.Queue, p.Priority, p.RunAt = queue, priority, h.at(runAt)
+		}).ID
+	}
+	a1 := job("merge-a", 2, -3*time.Second)
+	a2 := job("merge-a", 1, -time.Second)
+	b1 := job("merge-b", 1, -2*time.Second)
+	b2 := job("merge-b", 3, -5*time.Second)
+	job("merge-b", 1, time.Hour) // not yet due
+	job("merge-c", 0, -time.Hour)
+	if err := h.d.QueuePause(h.ctx, "merge-c"); err != nil {
+		h.t.Fatal(err)
+	}
+	p := h.claimParams(0)
+	p.Queues, p.Limit = []string{"merge-a", "merge-b", "merge-c", "merge-a"}, 3
+	if got, want := jobIDs(h.mustClaimN(p)), []int64{b1, a2, a1}; !slices.Equal(got, want) {
+		h.t.Errorf("claim of 3 from merge-a, merge-b and paused merge-c = %v, want %v", got, want)
+	}
+	p.Limit = 10
+	if got, want := jobIDs(h.mustClaimN(p)), []int64{b2}; !slices.Equal(got, want) {
+		h.t.Errorf("claim of the rest = %v, want %v", got, want)
 	}
 }
 

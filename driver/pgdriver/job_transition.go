@@ -51,7 +51,7 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 	var rows pgx.Rows
 	var err error
 	if p.ID != 0 {
-		rows, err = d.pool.Query(ctx, queries.Get("JobClaimByID"), p.ID, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+		rows, err = d.pool.Query(ctx, queries.Get("JobClaimByID"), []int64{p.ID}, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 	} else {
 		limit := p.Limit
 		if limit <= 0 {
@@ -66,8 +66,15 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 			rows, err = d.pool.Query(ctx, queries.Get("JobClaimQueue"), pgx.QueryExecModeExec,
 				p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 		} else {
-			rows, err = d.pool.Query(ctx, queries.Get("JobClaim"), pgx.QueryExecModeExec,
-				p.Queues, limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+			ids, cerr := d.claimCandidates(ctx, p.Queues, limit, p.Now)
+			if cerr != nil {
+				return nil, cerr
+			}
+			if len(ids) == 0 {
+				return []*driver.Job{}, nil
+			}
+			rows, err = d.pool.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
+				ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 		}
 	}
 	if err != nil {
@@ -78,6 +85,53 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return jobs, nil
+}
+
+// claimCandidates returns the ids of the first limit claimable jobs of queues,
+// in claim order: each queue is asked for its first limit (a walk of its part
+// of the claim index that stops there), and the answers are merged. They are
+// read without locks; the claim locks them and checks each again.
+func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int, now *time.Time) ([]int64, error) {
+	type cand struct {
+		id       int64
+		priority int32
+		runAt    time.Time
+	}
+	var all []cand
+	seen := make(map[string]bool, len(queues))
+	for _, q := range queues {
+		if seen[q] {
+			continue
+		}
+		seen[q] = true
+		rows, err := d.pool.Query(ctx, queries.Get("ClaimCandidatesInQueue"), pgx.QueryExecModeExec, q, limit, nowArg(now))
+		if err != nil {
+			return nil, fmt.Errorf("claim: candidates of queue %q: %w", q, err)
+		}
+		var c cand
+		_, err = pgx.ForEachRow(rows, []any{&c.id, &c.priority, &c.runAt}, func() error {
+			all = append(all, c)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claim: candidates of queue %q: %w", q, err)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.priority != b.priority {
+			return a.priority < b.priority
+		}
+		if !a.runAt.Equal(b.runAt) {
+			return a.runAt.Before(b.runAt)
+		}
+		return a.id < b.id
+	})
+	ids := make([]int64, 0, min(limit, len(all)))
+	for _, c := range all[:min(limit, len(all))] {
+		ids = append(ids, c.id)
+	}
+	return ids, nil
 }
 
 // JobStart implements driver.Driver.

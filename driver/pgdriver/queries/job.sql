@@ -73,44 +73,34 @@ WHERE e.request_id = $1 AND e.type = 'claimed'
   AND j.owner = $2 AND j.attempt = e.attempt AND j.status IN ('claimed','running')
 ORDER BY j.priority, j.run_at, j.id;
 
--- name: JobClaim
-WITH cand AS (
-    SELECT id, status FROM drover_jobs
-    WHERE status IN ('queued','stalled')
-      AND queue = ANY($1::text[])
-      AND run_at <= coalesce($5::timestamptz, now())
-      AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = drover_jobs.queue AND q.paused)
-    ORDER BY priority, run_at, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-),
-j AS (
-    UPDATE drover_jobs SET
-        status = CASE WHEN $7::bool THEN 'running' ELSE 'claimed' END,
-        attempt = attempt + 1, owner = $3, lease_token = gen_random_uuid(),
-        lease_expires_at = coalesce($5::timestamptz, now()) + $4::bigint * interval '1 microsecond',
-        executions = executions + CASE WHEN $7::bool THEN 1 ELSE 0 END,
-        started_at = CASE WHEN $7::bool THEN coalesce($5::timestamptz, now()) ELSE started_at END,
-        rev = rev + CASE WHEN $7::bool THEN 2 ELSE 1 END
-    -- The candidates are locked: by primary key, whatever the table's size. A join
-    -- with cand let the planner pick a sequential scan of a small table, which
-    -- then grew with every job (auto_explain: 1.5 ms of a 2 ms claim at 5k rows).
-    WHERE drover_jobs.id = ANY (ARRAY(SELECT id FROM cand))
-    RETURNING drover_jobs.*
-),
-ev AS (
-    -- claimed (and, with start, started): one event per transition, seq = rev after it.
-    -- from_status comes by a hash join with cand; a subselect per returned row
-    -- scanned cand once per row (EXPLAIN: 2 ms of a 6 ms claim of 250).
-    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-    SELECT j.id, CASE WHEN $7::bool THEN j.rev - 1 ELSE j.rev END, 'claimed', cand.status, 'claimed',
-           coalesce($5::timestamptz, now()), 'worker:' || $3, nullif($6, ''), j.attempt
-    FROM j JOIN cand ON cand.id = j.id
+-- name: ClaimCandidatesInQueue
+-- The first $2 claimable jobs of queue $1 in claim order, read without locks.
+-- A claim naming several queues asks each queue this, merges the answers by
+-- (priority, run_at, id) and claims the first LIMIT by id (JobClaimByID), which
+-- locks each row and checks it again. One sort over every ready job of all the
+-- queues read every one of them (a top-N sort is still a full scan of the
+-- ready rows) and, on a large table, could cross jit_above_cost. The skip scan
+-- is JobClaimQueue's (see there).
+WITH RECURSIVE prios(p, r, i) AS (
+    (SELECT priority, run_at, id FROM drover_jobs
+     WHERE status IN ('queued','stalled') AND queue = $1::text ORDER BY priority, run_at, id LIMIT 1)
     UNION ALL
-    SELECT id, rev, 'started', 'claimed', 'running', coalesce($5::timestamptz, now()), 'worker:' || $3, NULL, attempt
-    FROM j WHERE $7::bool
+    SELECT n.priority, n.run_at, n.id FROM prios CROSS JOIN LATERAL (
+        SELECT priority, run_at, id FROM drover_jobs
+        WHERE status IN ('queued','stalled') AND queue = $1::text AND priority > prios.p
+        ORDER BY priority, run_at, id LIMIT 1) n
 )
-SELECT * FROM j ORDER BY priority, run_at, id;
+SELECT c.id, c.priority, c.run_at FROM prios
+CROSS JOIN LATERAL (
+    SELECT id, priority, run_at FROM drover_jobs
+    WHERE status IN ('queued','stalled') AND queue = $1::text AND priority = prios.p
+      AND (run_at, id) >= (prios.r, prios.i)
+      AND run_at <= coalesce($3::timestamptz, now())
+      AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = $1::text AND q.paused)
+    ORDER BY run_at, id
+    LIMIT $2
+) c
+LIMIT $2;
 
 -- name: JobClaimQueue
 -- JobClaim for one queue. A plain scan of the claim index in (priority, run_at, id)
@@ -183,9 +173,12 @@ ev AS (
 SELECT * FROM j ORDER BY priority, run_at, id;
 
 -- name: JobClaimByID
+-- Claims the jobs of $1 (one id, or the merged candidates of several queues)
+-- that are still claimable under their row locks; jobs another claimer holds
+-- are skipped.
 WITH cand AS (
     SELECT id, status FROM drover_jobs
-    WHERE id = $1 AND status IN ('queued','stalled')
+    WHERE id = ANY($1::bigint[]) AND status IN ('queued','stalled')
       AND run_at <= coalesce($4::timestamptz, now())
       AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = drover_jobs.queue AND q.paused)
     FOR UPDATE SKIP LOCKED
@@ -210,7 +203,7 @@ ev AS (
     SELECT id, rev, 'started', 'claimed', 'running', coalesce($4::timestamptz, now()), 'worker:' || $2, NULL, attempt
     FROM j WHERE $6::bool
 )
-SELECT * FROM j;
+SELECT * FROM j ORDER BY priority, run_at, id;
 
 -- name: JobStart
 WITH cur AS (
