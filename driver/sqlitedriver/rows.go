@@ -51,7 +51,7 @@ func (s batchStmt) text(rows int) string {
 	}
 	q := queries.Get(s.name)
 	at := strings.Index(q, rowsMarker)
-	if at < 0 || strings.Count(q[:at], "?") != len(s.scalars) || strings.Contains(q[at:], "?") {
+	if at < 0 || placeholders(q[:at]) != len(s.scalars) || placeholders(q[at:]) != 0 {
 		panic(fmt.Sprintf("sqlitedriver: query %s needs its %d values as ? before one %s marker", s.name, len(s.scalars), rowsMarker))
 	}
 	row := "(" + strings.Repeat("?,", s.cols-1) + "?)"
@@ -64,6 +64,29 @@ func (s batchStmt) text(rows int) string {
 	}
 	chunkedQueries.Store(key, q)
 	return q
+}
+
+// placeholders counts the ? parameters of SQL text q: a ? in a -- comment or a
+// quoted string is not one.
+func placeholders(q string) int {
+	n := 0
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case '?':
+			n++
+		case '-':
+			if i+1 < len(q) && q[i+1] == '-' {
+				for i < len(q) && q[i] != '\n' {
+					i++
+				}
+			}
+		case '\'', '"':
+			if end := strings.IndexByte(q[i+1:], q[i]); end >= 0 {
+				i += end + 1
+			}
+		}
+	}
+	return n
 }
 
 // chunks calls run once per chunk of vals (len(vals)/s.cols rows, row after

@@ -105,3 +105,10 @@ func TestBatchesAcrossChunks(t *testing.T) {
 		f.wantHistory(o.Job.ID, "enqueued", "claimed", "started", "succeeded")
 	}
 }
+
+func TestPlaceholdersSkipCommentsAndStrings(t *testing.T) {
+	q := "-- why? because\nSELECT ?, '?', \"a?\", ? -- and?\nFROM t WHERE x = ?"
+	if got := placeholders(q); got != 3 {
+		t.Errorf("placeholders(%q) = %d, want 3", q, got)
+	}
+}
