@@ -95,6 +95,20 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	return nil
 }
 
+// CheckResult refuses a job result that is not valid JSON, or that a database
+// cannot store as given (CheckJSON); an empty result is stored as JSON null.
+// Both drivers check it before any write, so a bad result fails its own call
+// (or, in a batch, its own outcome) alike.
+func CheckResult(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if !json.Valid(raw) {
+		return Invalid("result", "is not valid JSON")
+	}
+	return CheckJSON("result", raw)
+}
+
 // validateObject requires a JSON object without NUL characters (PostgreSQL's jsonb
 // rejects \u0000, so both drivers refuse it alike).
 func validateObject(field string, raw json.RawMessage) error {

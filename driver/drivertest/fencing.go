@@ -115,6 +115,16 @@ func testCompleteMany(h *harness) {
 		}
 		return jobs, errs
 	})
+	// After the batch, whose reap would take this job: a result a database
+	// cannot store as given is refused alike on every driver, before anything
+	// is written.
+	r := h.runningJob(nil)
+	for what, res := range map[string]string{"not JSON": `{"n":`, "a NUL escape": `"a\u0000b"`} {
+		h.rejected(r.ID, driver.ErrInvalidArgument, "JobComplete with a result that is "+what, func() error {
+			_, err := h.d.JobComplete(h.ctx, driver.CompleteParams{FenceParams: fence(r, h.at(time.Second)), Result: json.RawMessage(res)})
+			return err
+		})
+	}
 }
 
 // testCompleteManyErrs: the same batch through JobCompleteManyErrs gives the
@@ -125,8 +135,8 @@ func testCompleteManyErrs(h *harness) {
 	})
 }
 
-// completeManyMixed completes a batch of two good completions, a stale attempt
-// and a job that is only claimed through call, which returns the jobs (nil if
+// completeManyMixed completes a batch of two good completions, a stale attempt,
+// a job that is only claimed and a result that is not JSON through call, which returns the jobs (nil if
 // it has none) and errors in input order.
 func completeManyMixed(h *harness, name string, call func([]driver.CompleteParams) ([]*driver.Job, []error)) {
 	stale, cur := h.reclaimed() // cur is claimed by worker-2; reaps at t0+31s
@@ -143,11 +153,16 @@ func completeManyMixed(h *harness, name string, call func([]driver.CompleteParam
 	}
 	jobs, errs := call([]driver.CompleteParams{
 		cp(a, `{"n":"a"}`), cp(stale, `{"n":"stale"}`), cp(b, `{"n":"b"}`), cp(notRunning, `{"n":"claimed"}`),
+		cp(untouched, `{"n":`), // not JSON: refused alone, the batch goes on
 	})
-	if len(errs) != 4 || (jobs != nil && len(jobs) != 4) {
-		h.t.Fatalf("%s returned %d errors and %d jobs, want 4 in input order", name, len(errs), len(jobs))
+	if len(errs) != 5 || (jobs != nil && len(jobs) != 5) {
+		h.t.Fatalf("%s returned %d errors and %d jobs, want 5 in input order", name, len(errs), len(jobs))
 	}
-	for i, ok := range []*driver.Job{a, nil, b, nil} {
+	for i, ok := range []*driver.Job{a, nil, b, nil, nil} {
+		if i == 4 {
+			h.wantErr(errs[i], driver.ErrInvalidArgument, fmt.Sprintf("%s outcome %d (a result that is not JSON)", name, i))
+			continue
+		}
 		if ok == nil {
 			h.wantErr(errs[i], driver.ErrLeaseLost, fmt.Sprintf("%s outcome %d", name, i))
 			continue

@@ -184,6 +184,9 @@ func heartbeatAnswer(j *driver.Job, attempt int) driver.HeartbeatResult {
 
 // JobComplete implements driver.Driver.
 func (d *Driver) JobComplete(ctx context.Context, p driver.CompleteParams) (*driver.Job, error) {
+	if err := driver.CheckResult(p.Result); err != nil {
+		return nil, fmt.Errorf("complete job %d: %w", p.ID, err)
+	}
 	return d.fenced(ctx, d.pool, "complete", p.FenceParams, driver.ErrLeaseLost, "JobComplete", completeArgs(p)...)
 }
 
@@ -236,6 +239,10 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	named := make(map[int64]bool, n)
 	for _, i := range order {
 		p := params[i]
+		if err := driver.CheckResult(p.Result); err != nil {
+			out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
+			continue // refused alone; the rest of the batch goes on
+		}
 		if _, err := uuid.Parse(p.LeaseToken); err != nil || named[p.ID] {
 			continue // diagnosed below; a malformed token never reaches the uuid cast
 		}
@@ -264,12 +271,17 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		}
 		if err != nil {
 			for i, p := range params {
-				out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
+				if out[i].Err == nil {
+					out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
+				}
 			}
 			return out
 		}
 	}
 	for i, p := range params {
+		if out[i].Err != nil {
+			continue
+		}
 		if j, ok := done[sent[i]]; sent[i] != 0 && ok {
 			out[i].Job = j // nil with idsOnly
 			continue

@@ -3,7 +3,6 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -175,10 +174,10 @@ func isFenceError(err error) bool {
 
 func completion(p driver.CompleteParams) (fenced, error) {
 	result := "null"
+	if err := driver.CheckResult(p.Result); err != nil {
+		return fenced{}, fmt.Errorf("complete job %d: %w", p.ID, err)
+	}
 	if len(p.Result) > 0 {
-		if !json.Valid(p.Result) {
-			return fenced{}, fmt.Errorf("complete job %d: %w", p.ID, driver.Invalid("result", "is not valid JSON"))
-		}
 		result = string(p.Result)
 	}
 	return fenced{
