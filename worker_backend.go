@@ -28,12 +28,14 @@ type backend interface {
 	claim(ctx context.Context, queue string, limit int) ([]*Job, error)
 	// heartbeat extends the lease and reports whether an operator canceled the job.
 	heartbeat(ctx context.Context, f driver.FenceParams) (cancelRequested bool, err error)
-	// complete stores a successful result.
-	complete(ctx context.Context, f driver.FenceParams, result json.RawMessage) error
+	// complete stores a successful result. Like fail and snooze, it gives up by
+	// deadline; a backend that bounds its writes itself may ignore it, so a
+	// report does not pay for a context and a timer per job it does not use.
+	complete(deadline time.Time, f driver.FenceParams, result json.RawMessage) error
 	// fail reports a failed execution; dead is true when the job went to the DLQ.
-	fail(ctx context.Context, f driver.FenceParams, fl failure) (dead bool, err error)
+	fail(deadline time.Time, f driver.FenceParams, fl failure) (dead bool, err error)
 	// snooze puts the job back to run after d without using an attempt.
-	snooze(ctx context.Context, f driver.FenceParams, d time.Duration) error
+	snooze(deadline time.Time, f driver.FenceParams, d time.Duration) error
 	// wakeups delivers names of queues that may have work ("" for all) until ctx
 	// ends; a nil channel means there are none and the worker relies on claim.
 	wakeups(ctx context.Context) (<-chan string, error)

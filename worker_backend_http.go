@@ -117,26 +117,29 @@ type completeBody struct {
 	RequestID     string          `json:"request_id"`
 }
 
-// report sends a task-complete and returns the job's status afterwards.
-func (b *httpBackend) report(ctx context.Context, body completeBody) (JobStatus, error) {
+// report sends a task-complete, giving up at deadline, and returns the job's
+// status afterwards.
+func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, error) {
 	var resp struct {
 		Status JobStatus `json:"status"`
 	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	err := b.post(ctx, "/internal/task-complete", body, &resp)
 	return resp.Status, err
 }
 
-func (b *httpBackend) complete(ctx context.Context, f driver.FenceParams, result json.RawMessage) error {
+func (b *httpBackend) complete(deadline time.Time, f driver.FenceParams, result json.RawMessage) error {
 	if len(result) == 0 {
 		result = json.RawMessage("null")
 	}
-	_, err := b.report(ctx, completeBody{fenceBody: fenceOf(f), Status: "succeeded", Output: result, RequestID: f.RequestID})
+	_, err := b.report(deadline, completeBody{fenceBody: fenceOf(f), Status: "succeeded", Output: result, RequestID: f.RequestID})
 	return err
 }
 
 // fail sends "failed" for a permanent error, else "retry": the server picks the
 // backoff and whether attempts remain, so fl.retryDelay is not sent.
-func (b *httpBackend) fail(ctx context.Context, f driver.FenceParams, fl failure) (bool, error) {
+func (b *httpBackend) fail(deadline time.Time, f driver.FenceParams, fl failure) (bool, error) {
 	body := completeBody{fenceBody: fenceOf(f), Status: "retry", Error: fl.err, Stack: fl.stack, RequestID: f.RequestID}
 	if fl.permanent {
 		body.Status = "failed"
@@ -144,13 +147,13 @@ func (b *httpBackend) fail(ctx context.Context, f driver.FenceParams, fl failure
 	if strings.TrimSpace(body.Error) == "" {
 		body.Error = "handler returned an error with an empty message" // the server requires one
 	}
-	status, err := b.report(ctx, body)
+	status, err := b.report(deadline, body)
 	return status == StatusFailed, err
 }
 
-func (b *httpBackend) snooze(ctx context.Context, f driver.FenceParams, d time.Duration) error {
+func (b *httpBackend) snooze(deadline time.Time, f driver.FenceParams, d time.Duration) error {
 	secs := d.Seconds()
-	_, err := b.report(ctx, completeBody{
+	_, err := b.report(deadline, completeBody{
 		fenceBody: fenceOf(f), Status: "retry", Error: fmt.Sprintf("snoozed for %s", d),
 		SnoozeSeconds: &secs, RequestID: f.RequestID,
 	})

@@ -64,14 +64,17 @@ func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (boo
 	return res.CancelRequested, err
 }
 
-// complete stores a successful result through the batching completer.
-func (b *localBackend) complete(_ context.Context, f driver.FenceParams, result json.RawMessage) error {
+// complete stores a successful result through the batching completer, which
+// bounds each batch's write itself.
+func (b *localBackend) complete(_ time.Time, f driver.FenceParams, result json.RawMessage) error {
 	c := completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: make(chan error, 1)}
 	b.completions <- c
 	return <-c.reply
 }
 
-func (b *localBackend) fail(ctx context.Context, f driver.FenceParams, fl failure) (bool, error) {
+func (b *localBackend) fail(deadline time.Time, f driver.FenceParams, fl failure) (bool, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	j, err := b.drv.JobFail(ctx, driver.FailParams{
 		FenceParams: f, Error: fl.err, Stack: fl.stack, Permanent: fl.permanent, RetryDelay: fl.retryDelay,
 	})
@@ -81,7 +84,9 @@ func (b *localBackend) fail(ctx context.Context, f driver.FenceParams, fl failur
 	return j.Status == StatusFailed, nil
 }
 
-func (b *localBackend) snooze(ctx context.Context, f driver.FenceParams, d time.Duration) error {
+func (b *localBackend) snooze(deadline time.Time, f driver.FenceParams, d time.Duration) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	_, err := b.drv.JobSnooze(ctx, driver.SnoozeParams{FenceParams: f, Delay: d})
 	return err
 }

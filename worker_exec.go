@@ -231,17 +231,16 @@ func (w *Worker) report(log interface {
 	}
 	var outcome string
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		var err error
 		switch {
 		case o.err == nil:
-			err = w.be.complete(ctx, fence, result)
+			err = w.be.complete(deadline, fence, result)
 			if err == nil {
 				w.stats.Succeeded.Add(1)
 				outcome = "succeeded"
 			}
 		case errors.As(o.err, &snooze):
-			err = w.be.snooze(ctx, fence, snooze.d)
+			err = w.be.snooze(deadline, fence, snooze.d)
 			if err == nil {
 				w.stats.Snoozed.Add(1)
 				outcome = "snoozed"
@@ -262,7 +261,7 @@ func (w *Worker) report(log interface {
 				f.stack = driver.CleanText(panicErr.Stack)
 			}
 			var dead bool
-			dead, err = w.be.fail(ctx, fence, f)
+			dead, err = w.be.fail(deadline, fence, f)
 			if err == nil && dead {
 				w.stats.Failed.Add(1)
 				outcome = "failed"
@@ -271,7 +270,6 @@ func (w *Worker) report(log interface {
 				outcome = "retried"
 			}
 		}
-		cancel()
 		if err == nil {
 			log.Info("job finished", "outcome", outcomeName(o.err), "took", time.Since(began).Round(time.Microsecond))
 			if obs := w.cfg.Observer; obs != nil {
