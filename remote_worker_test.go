@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -625,6 +626,62 @@ func TestRemoteWorkerToken(t *testing.T) {
 		j := waitStatus(t, ts.c, id, drover.StatusSucceeded, drover.StatusFailed)
 		if j.Status != drover.StatusSucceeded {
 			t.Errorf("with the worker token: %s, want succeeded", describe(j))
+		}
+	})
+}
+
+// A report that the server never answers ends when the lease would have expired:
+// the worker gives up on the request (its context carries the deadline) rather
+// than waiting on it forever, and says so.
+func TestRemoteWorkerReportGivesUpAtLeaseEnd(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+		stalled := make(chan struct{}, 1)
+		abandoned := make(chan struct{}, 8)
+		testDone := make(chan struct{})
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/internal/task-complete" {
+				select {
+				case stalled <- struct{}{}:
+				default:
+				}
+				// Read the body first: only then does the server notice that the
+				// client closed the connection.
+				_, _ = io.Copy(io.Discard, r.Body)
+				select {
+				case <-r.Context().Done(): // the worker ended the request
+					abandoned <- struct{}{}
+				case <-testDone: // it did not: let the test end
+				}
+				return
+			}
+			s.ServeHTTP(w, r)
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+
+		ws := drover.NewWorkers()
+		drover.Register(ws, "quick", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			return "done", nil
+		})
+		logs := &logBuffer{}
+		cfg := fastWorkerConfig(ws) // LeaseDuration 2s: the report's deadline
+		cfg.Logger = logs.logger()
+		began := time.Now()
+		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: -1}, cfg)
+		t.Cleanup(func() { close(testDone) }) // runs first: before the worker stops and the server closes
+		id := enqueue(t, c, "quick", nil, nil).ID
+
+		waitChan(t, stalled, "the completion to reach the server")
+		waitChan(t, abandoned, "the worker to end the unanswered completion")
+		if took := time.Since(began); took < cfg.LeaseDuration {
+			t.Errorf("the worker ended the report after %s, before its lease (%s) could have expired", took, cfg.LeaseDuration)
+		}
+		waitFor(t, "the worker to log that it gave up", func() bool {
+			return strings.Contains(logs.String(), "could not record the result")
+		})
+		if j := getJob(t, c, id); j.Status != drover.StatusRunning {
+			t.Errorf("job after the unanswered completion: %s, want still running (the reaper takes it after its lease)", describe(j))
 		}
 	})
 }
