@@ -66,15 +66,7 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 			rows, err = d.pool.Query(ctx, queries.Get("JobClaimQueue"), pgx.QueryExecModeExec,
 				p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 		} else {
-			ids, cerr := d.claimCandidates(ctx, p.Queues, limit, p.Now)
-			if cerr != nil {
-				return nil, cerr
-			}
-			if len(ids) == 0 {
-				return []*driver.Job{}, nil
-			}
-			rows, err = d.pool.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
-				ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+			return d.claimQueues(ctx, p, limit, lease)
 		}
 	}
 	if err != nil {
@@ -87,11 +79,76 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 	return jobs, nil
 }
 
-// claimCandidates returns the ids of the first limit claimable jobs of queues,
-// in claim order: each queue is asked for its first limit (a walk of its part
-// of the claim index that stops there), and the answers are merged. They are
-// read without locks; the claim locks them and checks each again.
-func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int, now *time.Time) ([]int64, error) {
+// claimRounds bounds how often a claim naming several queues asks again for
+// candidates past those another claimer took or holds.
+const claimRounds = 3
+
+// claimQueues claims up to limit jobs of several queues: their first
+// candidates, merged in claim order, are claimed by id under SKIP LOCKED (the
+// claim checks each again). A candidate another claimer took or holds between
+// the read and the lock is skipped, and the claim asks again past the skipped
+// ones, up to claimRounds times, so a contended claim still fills its limit
+// while jobs are ready. Each round commits on its own: once a round has claimed
+// jobs, a later round's error ends the claim with the jobs already held (they
+// are leased to p.Owner, and the caller must run them).
+func (d *Driver) claimQueues(ctx context.Context, p driver.ClaimParams, limit int, lease int64) ([]*driver.Job, error) {
+	out := []*driver.Job{}
+	skipped := map[int64]bool{}
+	for round := 0; round < claimRounds && len(out) < limit; round++ {
+		ids, err := d.claimCandidates(ctx, p.Queues, limit-len(out), skipped, p.Now)
+		if err == nil && len(ids) == 0 {
+			break
+		}
+		var jobs []*driver.Job
+		if err == nil {
+			var rows pgx.Rows
+			rows, err = d.pool.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
+				ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+			if err == nil {
+				jobs, err = collectJobs(rows)
+			}
+		}
+		if err != nil {
+			if len(out) > 0 {
+				break
+			}
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		out = append(out, jobs...)
+		if len(jobs) == len(ids) {
+			break // every candidate was claimed: there were no more, or the limit is reached
+		}
+		got := make(map[int64]bool, len(jobs))
+		for _, j := range jobs {
+			got[j.ID] = true
+		}
+		for _, id := range ids {
+			if !got[id] {
+				skipped[id] = true
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return claimOrder(out[i], out[j]) })
+	return out, nil
+}
+
+// claimOrder reports whether a is claimed before b: smaller priority, then
+// earlier run_at, then smaller id.
+func claimOrder(a, b *driver.Job) bool {
+	if a.Priority != b.Priority {
+		return a.Priority < b.Priority
+	}
+	if !a.RunAt.Equal(b.RunAt) {
+		return a.RunAt.Before(b.RunAt)
+	}
+	return a.ID < b.ID
+}
+
+// claimCandidates returns the ids of the first limit claimable jobs of queues
+// not in skip, in claim order: each queue is asked for its first limit+len(skip)
+// (a walk of its part of the claim index that stops there), and the answers are
+// merged. They are read without locks; the claim locks them and checks each again.
+func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int, skip map[int64]bool, now *time.Time) ([]int64, error) {
 	type cand struct {
 		id       int64
 		priority int32
@@ -104,13 +161,15 @@ func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int
 			continue
 		}
 		seen[q] = true
-		rows, err := d.pool.Query(ctx, queries.Get("ClaimCandidatesInQueue"), pgx.QueryExecModeExec, q, limit, nowArg(now))
+		rows, err := d.pool.Query(ctx, queries.Get("ClaimCandidatesInQueue"), pgx.QueryExecModeExec, q, limit+len(skip), nowArg(now))
 		if err != nil {
 			return nil, fmt.Errorf("claim: candidates of queue %q: %w", q, err)
 		}
 		var c cand
 		_, err = pgx.ForEachRow(rows, []any{&c.id, &c.priority, &c.runAt}, func() error {
-			all = append(all, c)
+			if !skip[c.id] {
+				all = append(all, c)
+			}
 			return nil
 		})
 		if err != nil {

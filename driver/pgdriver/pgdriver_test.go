@@ -106,3 +106,72 @@ func TestNewTurnsJITOffUnlessTheURLSetsIt(t *testing.T) {
 		}
 	}
 }
+
+// A claim naming several queues reads its candidates without locks. One that
+// another transaction holds when the claim locks it is skipped, and the claim
+// asks again past it, so it still returns LIMIT jobs while enough are ready.
+func TestClaimQueuesPastHeldCandidate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	res, err := d.JobInsertMany(ctx, []driver.InsertParams{
+		{Kind: "k", Queue: "a", Args: []byte(`{}`), MaxAttempts: 3},
+		{Kind: "k", Queue: "a", Args: []byte(`{}`), MaxAttempts: 3},
+		{Kind: "k", Queue: "b", Args: []byte(`{}`), MaxAttempts: 3},
+		{Kind: "k", Queue: "b", Args: []byte(`{}`), MaxAttempts: 3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(i int) int64 { return res[i].Job.ID }
+
+	// Another claimer holds the first two in claim order (one statement, one now(): by id).
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = ANY($1) FOR UPDATE", []int64{id(0), id(1)}); err != nil {
+		t.Fatal(err)
+	}
+
+	claim := func(limit int) []int64 {
+		t.Helper()
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"a", "b"}, Limit: limit, Owner: "w", Start: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+			if j.Status != lifecycle.StatusRunning || j.Owner != "w" {
+				t.Errorf("claimed job %d: status %s owner %q, want running by w", j.ID, j.Status, j.Owner)
+			}
+		}
+		return ids
+	}
+	if got, want := claim(2), []int64{id(2), id(3)}; !equalIDs(got, want) {
+		t.Fatalf("claim of 2 past 2 held candidates = %v, want %v", got, want)
+	}
+	if got := claim(5); len(got) != 0 {
+		t.Fatalf("claim while the only ready jobs are held = %v, want none", got)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := claim(5), []int64{id(0), id(1)}; !equalIDs(got, want) {
+		t.Fatalf("claim after the holder let go = %v, want %v", got, want)
+	}
+}
+
+func equalIDs(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
