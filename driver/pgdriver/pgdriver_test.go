@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"testing"
 
 	"github.com/drover-dev/drover/driver"
@@ -150,7 +151,7 @@ func TestClaimQueuesPastHeldCandidate(t *testing.T) {
 		}
 		return ids
 	}
-	if got, want := claim(2), []int64{id(2), id(3)}; !equalIDs(got, want) {
+	if got, want := claim(2), []int64{id(2), id(3)}; !slices.Equal(got, want) {
 		t.Fatalf("claim of 2 past 2 held candidates = %v, want %v", got, want)
 	}
 	if got := claim(5); len(got) != 0 {
@@ -159,19 +160,7 @@ func TestClaimQueuesPastHeldCandidate(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := claim(5), []int64{id(0), id(1)}; !equalIDs(got, want) {
+	if got, want := claim(5), []int64{id(0), id(1)}; !slices.Equal(got, want) {
 		t.Fatalf("claim after the holder let go = %v, want %v", got, want)
 	}
-}
-
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
