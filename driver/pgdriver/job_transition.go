@@ -107,12 +107,15 @@ func (d *Driver) claimQueues(ctx context.Context, p driver.ClaimParams, limit in
 			if err == nil {
 				jobs, err = collectJobs(rows)
 			}
+			if err != nil {
+				err = fmt.Errorf("claim: %w", err)
+			}
 		}
 		if err != nil {
 			if len(out) > 0 {
 				break
 			}
-			return nil, fmt.Errorf("claim: %w", err)
+			return nil, err
 		}
 		out = append(out, jobs...)
 		if len(jobs) == len(ids) {
