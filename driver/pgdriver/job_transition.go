@@ -113,6 +113,8 @@ func (d *Driver) claimQueues(ctx context.Context, p driver.ClaimParams, limit in
 		}
 		if err != nil {
 			if len(out) > 0 {
+				d.log.Warn("claim: asking again past taken candidates failed; answering the jobs already claimed",
+					"claimed", len(out), "err", err)
 				break
 			}
 			return nil, err
