@@ -133,20 +133,23 @@ func (d *Driver) claimQueues(ctx context.Context, p driver.ClaimParams, limit in
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return claimOrder(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return claimedBefore(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID)
+	})
 	return out, nil
 }
 
-// claimOrder reports whether a is claimed before b: smaller priority, then
-// earlier run_at, then smaller id.
-func claimOrder(a, b *driver.Job) bool {
-	if a.Priority != b.Priority {
-		return a.Priority < b.Priority
+// claimedBefore reports whether job a is claimed before job b: smaller
+// priority, then earlier run_at, then smaller id.
+func claimedBefore(pa int, ra time.Time, ia int64, pb int, rb time.Time, ib int64) bool {
+	if pa != pb {
+		return pa < pb
 	}
-	if !a.RunAt.Equal(b.RunAt) {
-		return a.RunAt.Before(b.RunAt)
+	if !ra.Equal(rb) {
+		return ra.Before(rb)
 	}
-	return a.ID < b.ID
+	return ia < ib
 }
 
 // claimCandidates returns the ids of the first limit claimable jobs of queues
@@ -183,13 +186,7 @@ func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int
 	}
 	sort.Slice(all, func(i, j int) bool {
 		a, b := all[i], all[j]
-		if a.priority != b.priority {
-			return a.priority < b.priority
-		}
-		if !a.runAt.Equal(b.runAt) {
-			return a.runAt.Before(b.runAt)
-		}
-		return a.id < b.id
+		return claimedBefore(int(a.priority), a.runAt, a.id, int(b.priority), b.runAt, b.id)
 	})
 	ids := make([]int64, 0, min(limit, len(all)))
 	for _, c := range all[:min(limit, len(all))] {
