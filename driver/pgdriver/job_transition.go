@@ -57,13 +57,10 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		if limit <= 0 {
 			limit = 1
 		}
-		// Planned with the actual values each time: a cached generic plan does not
-		// know LIMIT or the queue and chose a sequential scan plus sort of every
-		// queued row (EXPLAIN: 73 ms against 0.5 ms with 400k future jobs queued).
-		// QueryExecModeExec sends an unnamed statement with its values in one round
-		// trip (DescribeExec took two); every parameter has a cast in the SQL.
+		// A single-queue claim is prepared and planned once, on sessions that
+		// cannot plan a sequential scan of drover_jobs (claimPool).
 		if len(p.Queues) == 1 {
-			rows, err = d.pool.Query(ctx, queries.Get("JobClaimQueue"), pgx.QueryExecModeExec,
+			rows, err = d.claims.Query(ctx, queries.Get("JobClaimQueue"),
 				p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 		} else {
 			return d.claimQueues(ctx, p, limit, lease)
