@@ -12,16 +12,26 @@ import (
 	"github.com/drover-dev/drover/internal/testdb"
 )
 
-// The single-queue claim is planned once per connection (claimPool). On a table
-// of one row a planner prefers a sequential scan, and a generic plan built then
-// would keep it at millions of rows. The claims pool's sessions must still plan
-// index scans; a session without its guard (enable_seqscan) shows that the
-// guard is what does it.
+// The single-queue claim is prepared and planned once per connection
+// (claimPlanSettings). On a table of one row a planner prefers a sequential
+// scan, and a generic plan built then would keep it at millions of rows. The
+// driver's own claim must run the generic plan, and under the claim's settings
+// that plan must be index scans; the same statement without the settings shows
+// that they are what does it.
 func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.PostgresURL(t)
-	d, err := pgdriver.New(ctx, url, pgdriver.Options{})
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // the claim and the inspection below share the one session
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,24 +42,51 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 	if _, err := d.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Pool().Exec(ctx, "ANALYZE drover_jobs"); err != nil {
+	if _, err := pool.Exec(ctx, "ANALYZE drover_jobs"); err != nil {
 		t.Fatal(err)
 	}
-
-	plan := func(t *testing.T, p *pgxpool.Pool) string {
-		t.Helper()
-		conn, err := p.Acquire(ctx)
+	for want := 1; want >= 0; want-- { // the first takes the job, the second finds none
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Release()
-		sql := strings.TrimSuffix(strings.TrimSpace(pgdriver.ClaimQueueSQL()), ";")
-		if _, err := conn.Exec(ctx, "PREPARE claim_plan(text, int, text, bigint, timestamptz, text, bool) AS "+sql); err != nil {
+		if len(jobs) != want {
+			t.Fatalf("claimed %d jobs, want %d", len(jobs), want)
+		}
+	}
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var name string
+	var generic, custom int64
+	err = conn.QueryRow(ctx, "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+		pgdriver.ClaimQueueSQL()).Scan(&name, &generic, &custom)
+	if err != nil {
+		t.Fatalf("the claim's prepared statement on the pool's one session: %v", err)
+	}
+	if generic != 2 || custom != 0 {
+		t.Errorf("the claim ran %d times with the generic plan and %d with a custom one, want 2 and 0", generic, custom)
+	}
+
+	// The plan under the claim's own settings, in a transaction as the claim's.
+	// (EXPLAIN outside one could not rely on the cached plan: DDL anywhere in
+	// the database, such as another test's migration, can reset every cached
+	// plan, and the next execution plans again under the settings it runs with.)
+	explain := func(stmt, settings string) string {
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Exec(ctx, "DEALLOCATE claim_plan") //nolint:errcheck // the connection is released next
+		defer tx.Rollback(ctx) //nolint:errcheck // only read
+		if _, err := tx.Exec(ctx, settings); err != nil {
+			t.Fatal(err)
+		}
 		var lines []string
-		rows, err := conn.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE claim_plan('q', 10, 'w', 30000000, NULL, '', true)")
+		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+stmt+"('q', 10, 'w', 30000000, NULL, '', true)")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,24 +102,17 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 		}
 		return strings.Join(lines, "\n")
 	}
-
-	got := plan(t, d.ClaimsPool())
-	if strings.Contains(got, "Seq Scan on drover_jobs") || !strings.Contains(got, "drover_jobs_claim_idx") {
-		t.Errorf("the claims pool's generic plan on a one-row table:\n%s\nwant index scans of drover_jobs (the claim index), no sequential scan", got)
+	if got := explain(name, pgdriver.ClaimPlanSettings); strings.Contains(got, "Seq Scan on drover_jobs") || !strings.Contains(got, "drover_jobs_claim_idx") {
+		t.Errorf("the claim's generic plan on a one-row table:\n%s\nwant index scans of drover_jobs (the claim index), no sequential scan", got)
 	}
 
-	// The control: the same generic plan without the guard.
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
+	// The control: the same statement's generic plan without the claim's settings.
+	sql := strings.TrimSuffix(strings.TrimSpace(pgdriver.ClaimQueueSQL()), ";")
+	if _, err := conn.Exec(ctx, "PREPARE claim_bare(text, int, text, bigint, timestamptz, text, bool) AS "+sql); err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	bare, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bare.Close()
-	if got := plan(t, bare); !strings.Contains(got, "Seq Scan on drover_jobs") {
-		t.Logf("without enable_seqscan = off the generic plan did not scan sequentially here either:\n%s", got)
+	defer conn.Exec(ctx, "DEALLOCATE claim_bare") //nolint:errcheck // the pool closes next
+	if got := explain("claim_bare", "SET LOCAL plan_cache_mode = force_generic_plan"); !strings.Contains(got, "Seq Scan on drover_jobs") {
+		t.Logf("without the claim's settings the generic plan did not scan sequentially here either:\n%s", got)
 	}
 }

@@ -39,11 +39,8 @@ type Options struct {
 
 // Driver is a driver.Driver on a pgx connection pool.
 type Driver struct {
-	pool  *pgxpool.Pool
-	owned bool // the pool was opened by New and is closed by Close
-	// claims runs the single-queue claim on sessions that plan it once: see
-	// claimPool. Always opened by the driver, always closed by Close.
-	claims  *pgxpool.Pool
+	pool    *pgxpool.Pool
+	owned   bool // the pool was opened by New and is closed by Close
 	channel string
 	log     *slog.Logger
 }
@@ -78,9 +75,9 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	return d, nil
 }
 
-// NewFromPool wraps an existing pool; Close leaves the pool open. The
-// single-queue claim runs on a second pool the driver opens with the same
-// configuration and closes on Close (claimPool).
+// NewFromPool wraps an existing pool; Close leaves the pool open. Besides the
+// pool's connections the driver opens only one per wake-up subscription, for
+// LISTEN (WakeupSubscribe).
 func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error) {
 	d := &Driver{pool: pool, log: opts.Logger}
 	if d.log == nil {
@@ -91,35 +88,7 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	d.channel = "drover_wakeup_" + schema
-	claims, err := claimPool(ctx, pool.Config())
-	if err != nil {
-		return nil, err
-	}
-	d.claims = claims
 	return d, nil
-}
-
-// claimPool opens the pool the single-queue claim runs on: the pool's own
-// settings, plus three of its own. Planned with its values on every call, the
-// claim's parse and plan took ~0.8 ms of CPU of a ~1 ms claim of one job; at
-// 1,000 jobs/s that CPU was what a job waited for between enqueue and start.
-// Here the statement is prepared once per connection and planned once
-// (force_generic_plan). A generic plan was a trap before: built while a table is
-// small, it scans it sequentially and keeps doing so at millions of rows. With
-// enable_seqscan off the claim's scans of drover_jobs are index scans whatever
-// the table's size (TestClaimPlanUsesIndexesOnATinyTable), and the statement's
-// shape (a skip scan per priority, a range per priority bounded by run_at) does
-// not depend on the values. jit stays off: a claim never repays a compile.
-func claimPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
-	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	cfg.MinConns = 0
-	p, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL (claims): %w", err)
-	}
-	return p, nil
 }
 
 // Pool returns the connection pool, for callers that begin their own transactions.
@@ -133,7 +102,6 @@ func (d *Driver) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
 
 // Close implements driver.Driver.
 func (d *Driver) Close() error {
-	d.claims.Close()
 	if d.owned {
 		d.pool.Close()
 	}
