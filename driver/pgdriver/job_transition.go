@@ -58,7 +58,15 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		}
 		return d.claimQueue(ctx, p, limit, lease)
 	}
-	rows, err := d.pool.Query(ctx, queries.Get("JobClaimByID"), []int64{p.ID}, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+	return d.claimByIDs(ctx, []int64{p.ID}, p, lease)
+}
+
+// claimByIDs claims the jobs of ids that are still claimable, under SKIP LOCKED.
+// Planned with its values on each call (QueryExecModeExec): a generic plan built
+// while the table is small would scan it sequentially.
+func (d *Driver) claimByIDs(ctx context.Context, ids []int64, p driver.ClaimParams, lease int64) ([]*driver.Job, error) {
+	rows, err := d.pool.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
+		ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -134,15 +142,7 @@ func (d *Driver) claimQueues(ctx context.Context, p driver.ClaimParams, limit in
 		}
 		var jobs []*driver.Job
 		if err == nil {
-			var rows pgx.Rows
-			rows, err = d.pool.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
-				ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
-			if err == nil {
-				jobs, err = collectJobs(rows)
-			}
-			if err != nil {
-				err = fmt.Errorf("claim: %w", err)
-			}
+			jobs, err = d.claimByIDs(ctx, ids, p, lease)
 		}
 		if err != nil {
 			if len(out) > 0 {
