@@ -12,6 +12,7 @@ import (
 var queueTests = []suiteTest{
 	{"PauseResume", testPauseResume},
 	{"ListCounts", testQueueList},
+	{"ReadyAcrossPriorities", testQueuesReadyAcrossPriorities},
 }
 
 func (h *harness) queue(name string) (driver.QueueInfo, bool) {
@@ -131,4 +132,29 @@ func mapsEqual(a, b map[lifecycle.Status]int) bool {
 		}
 	}
 	return true
+}
+
+// A queue is ready when any of its priorities has a job due, also when its
+// first job in claim order waits in the future; queues with only future jobs
+// are not.
+func testQueuesReadyAcrossPriorities(h *harness) {
+	at := func(q string, prio int, d time.Duration) func(p *driver.InsertParams) {
+		return func(p *driver.InsertParams) {
+			runAt := h.tm(d)
+			p.Queue, p.Priority, p.RunAt = q, prio, &runAt
+		}
+	}
+	h.mustEnqueue(at("a", 0, time.Hour))   // first in a's claim order, not due
+	h.mustEnqueue(at("a", 2, 0))           // due
+	h.mustEnqueue(at("b", 1, time.Hour))   // b: only future jobs
+	h.mustEnqueue(at("c", 0, time.Minute)) // c: due at one minute
+	h.mustEnqueue(at("c", 0, 0))
+	ready, err := h.d.QueuesReady(h.ctx, h.at(time.Second))
+	if err != nil || !slices.Equal(ready, []string{"a", "c"}) {
+		h.t.Errorf("QueuesReady = %v, %v; want [a c]", ready, err)
+	}
+	ready, err = h.d.QueuesReady(h.ctx, h.at(time.Hour))
+	if err != nil || !slices.Equal(ready, []string{"a", "b", "c"}) {
+		h.t.Errorf("QueuesReady an hour later = %v, %v; want [a b c]", ready, err)
+	}
 }

@@ -11,18 +11,25 @@ ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED
 -- name: QueuesReady
 -- A skip scan over the claim index: one probe per queue that has queued jobs, then
 -- one probe for a ready job in it, instead of reading every ready row (the
--- reconciler runs this every second, also under a backlog of millions).
-WITH RECURSIVE qs(queue) AS (
-    (SELECT queue FROM drover_jobs WHERE status IN ('queued','stalled') ORDER BY queue LIMIT 1)
+-- reconciler runs this every second, also under a backlog of millions). The
+-- second probe starts at the entry the first found: the entries before it are
+-- of jobs claimed since VACUUM last ran, thousands of index pages under load,
+-- and are read once, not twice.
+WITH RECURSIVE qs(queue, p, r, i) AS (
+    (SELECT queue, priority, run_at, id FROM drover_jobs WHERE status IN ('queued','stalled')
+     ORDER BY queue, priority, run_at, id LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.queue FROM drover_jobs j
-            WHERE j.status IN ('queued','stalled') AND j.queue > qs.queue ORDER BY j.queue LIMIT 1)
-    FROM qs WHERE qs.queue IS NOT NULL
+    SELECT n.queue, n.priority, n.run_at, n.id FROM qs CROSS JOIN LATERAL (
+        SELECT j.queue, j.priority, j.run_at, j.id FROM drover_jobs j
+        WHERE j.status IN ('queued','stalled') AND j.queue > qs.queue
+        ORDER BY j.queue, j.priority, j.run_at, j.id LIMIT 1) n
 )
 SELECT qs.queue FROM qs
 CROSS JOIN LATERAL (
     SELECT 1 FROM drover_jobs j
-    WHERE j.status IN ('queued','stalled') AND j.queue = qs.queue AND j.run_at <= coalesce($1::timestamptz, now())
+    WHERE j.status IN ('queued','stalled') AND j.queue = qs.queue
+      AND (j.priority, j.run_at, j.id) >= (qs.p, qs.r, qs.i)
+      AND j.run_at <= coalesce($1::timestamptz, now())
     ORDER BY j.priority, j.run_at, j.id
     LIMIT 1
 ) ready
