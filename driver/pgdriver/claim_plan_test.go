@@ -86,7 +86,7 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		var lines []string
-		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+stmt+"('q', 10, 'w', 30000000, NULL, '', true)")
+		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+stmt+"('q', 10, 'w', 30000000, NULL, '', true, 0, NULL, 0)")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 
 	// The control: the same statement's generic plan without the claim's settings.
 	sql := strings.TrimSuffix(strings.TrimSpace(pgdriver.ClaimQueueSQL()), ";")
-	if _, err := conn.Exec(ctx, "PREPARE claim_bare(text, int, text, bigint, timestamptz, text, bool) AS "+sql); err != nil {
+	if _, err := conn.Exec(ctx, "PREPARE claim_bare(text, int, text, bigint, timestamptz, text, bool, integer, timestamptz, bigint) AS "+sql); err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Exec(ctx, "DEALLOCATE claim_bare") //nolint:errcheck // the pool closes next

@@ -43,6 +43,7 @@ type Driver struct {
 	owned   bool // the pool was opened by New and is closed by Close
 	channel string
 	log     *slog.Logger
+	cursors claimCursors
 }
 
 var _ driver.Driver = (*Driver)(nil)

@@ -93,13 +93,53 @@ func (d *Driver) claimByIDs(ctx context.Context, ids []int64, p driver.ClaimPara
 const claimPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
 
-// claimQueue claims up to limit jobs of one queue. The settings and the claim
-// go in one batch: one round trip and one implicit transaction, which commits
-// when the batch closes, so a commit's error is the claim's.
+// claimQueue claims up to limit jobs of one queue. It starts at the queue's
+// claim cursor when it has one (claimCursors); when that claim comes back
+// short, jobs may wait behind the cursor, and the rest of the limit is asked
+// for again from the start at once.
 func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int, lease int64) ([]*driver.Job, error) {
+	queue, now := p.Queues[0], time.Now()
+	if p.Now != nil {
+		now = *p.Now
+	}
+	cur, hasCur := d.cursors.get(queue, now)
+	jobs, err := d.claimQueueFrom(ctx, p, limit, lease, cur, hasCur)
+	if err != nil {
+		d.cursors.forget(queue)
+		return nil, err
+	}
+	if hasCur && len(jobs) < limit {
+		more, err := d.claimQueueFrom(ctx, p, limit-len(jobs), lease, claimCursor{}, false)
+		if err != nil {
+			d.cursors.forget(queue)
+			if len(jobs) == 0 {
+				return nil, err
+			}
+			d.log.Warn("claim: asking again from the start of the queue failed; answering the jobs already claimed",
+				"claimed", len(jobs), "err", err)
+			return jobs, nil
+		}
+		jobs = append(jobs, more...)
+		sort.Slice(jobs, func(i, j int) bool {
+			a, b := jobs[i], jobs[j]
+			return claimedBefore(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID)
+		})
+		cur, hasCur = claimCursor{}, false
+	}
+	d.cursors.update(queue, now, cur, hasCur, jobs, limit)
+	return jobs, nil
+}
+
+// claimQueueFrom runs one single-queue claim, past cur when hasCur. The
+// settings and the claim go in one batch: one round trip and one implicit
+// transaction, which commits when the batch closes, so a commit's error is the
+// claim's.
+func (d *Driver) claimQueueFrom(ctx context.Context, p driver.ClaimParams, limit int, lease int64, cur claimCursor, hasCur bool) ([]*driver.Job, error) {
+	curPrio, curRunAt, curID := cur.args(hasCur)
 	b := &pgx.Batch{}
 	b.Queue(claimPlanSettings)
-	b.Queue(queries.Get("JobClaimQueue"), p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
+	b.Queue(queries.Get("JobClaimQueue"), p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start,
+		curPrio, curRunAt, curID)
 	br := d.pool.SendBatch(ctx, b)
 	jobs, err := func() ([]*driver.Job, error) {
 		if _, err := br.Exec(); err != nil {

@@ -109,9 +109,23 @@ LIMIT $2;
 -- is a range bound.
 WITH RECURSIVE prios(p, r, i) AS (
     -- The first entry of each priority present in the queue, by a skip scan of the
-    -- claim index: one descent per priority.
-    (SELECT priority, run_at, id FROM drover_jobs
-     WHERE status IN ('queued','stalled') AND queue = $1::text ORDER BY priority, run_at, id LIMIT 1)
+    -- claim index: one descent per priority. The first one starts past the
+    -- claimer's cursor ($8, $9, $10: where its last full claim ended; (0,
+    -- NULL, 0) for none), but never past a priority before the cursor's. The
+    -- entries between the index's start and the cursor are of jobs claimed
+    -- since VACUUM last ran (dead, but still in the index) and, rarely, of jobs
+    -- that became ready with an earlier key; the driver scans from the start
+    -- often enough for those (claimCursors).
+    (SELECT priority, run_at, id FROM (
+        (SELECT priority, run_at, id FROM drover_jobs
+         WHERE status IN ('queued','stalled') AND queue = $1::text AND priority < $8::integer
+         ORDER BY priority, run_at, id LIMIT 1)
+        UNION ALL
+        (SELECT priority, run_at, id FROM drover_jobs
+         WHERE status IN ('queued','stalled') AND queue = $1::text
+           AND (priority, run_at, id) > ($8::integer, coalesce($9::timestamptz, '-infinity'), $10::bigint)
+         ORDER BY priority, run_at, id LIMIT 1)
+    ) first ORDER BY priority, run_at, id LIMIT 1)
     UNION ALL
     SELECT n.priority, n.run_at, n.id FROM prios CROSS JOIN LATERAL (
         SELECT priority, run_at, id FROM drover_jobs
