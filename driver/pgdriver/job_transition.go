@@ -120,10 +120,7 @@ func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int
 			return jobs, nil
 		}
 		jobs = append(jobs, more...)
-		sort.Slice(jobs, func(i, j int) bool {
-			a, b := jobs[i], jobs[j]
-			return claimedBefore(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID)
-		})
+		sortClaimOrder(jobs)
 		cur, hasCur = claimCursor{}, false
 	}
 	d.cursors.update(queue, now, cur, hasCur, jobs, limit)
@@ -206,11 +203,16 @@ func (d *Driver) claimQueues(ctx context.Context, p driver.ClaimParams, limit in
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
+	sortClaimOrder(out)
+	return out, nil
+}
+
+// sortClaimOrder sorts jobs in claim order.
+func sortClaimOrder(jobs []*driver.Job) {
+	sort.Slice(jobs, func(i, j int) bool {
+		a, b := jobs[i], jobs[j]
 		return claimedBefore(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID)
 	})
-	return out, nil
 }
 
 // claimedBefore reports whether job a is claimed before job b: smaller
