@@ -63,9 +63,10 @@ func (c *claimCursors) get(queue string, now time.Time) (cur claimCursor, ok boo
 	return cur, ok
 }
 
-// update records a claim's outcome. jobs are in claim order; prev and hadPrev
-// are what get answered before the claim.
-func (c *claimCursors) update(queue string, now time.Time, prev claimCursor, hadPrev bool, jobs []*driver.Job, limit int) {
+// update records a claim's outcome. jobs are in claim order; scanned is when
+// the claim that last scanned the queue from the start ran (this one's now, if
+// it did).
+func (c *claimCursors) update(queue string, scanned time.Time, jobs []*driver.Job, limit int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -76,11 +77,7 @@ func (c *claimCursors) update(queue string, now time.Time, prev claimCursor, had
 		return
 	}
 	last := jobs[len(jobs)-1]
-	next := claimCursor{priority: last.Priority, runAt: last.RunAt, id: last.ID, scanned: now}
-	if hadPrev {
-		next.scanned = prev.scanned
-	}
-	c.m[queue] = next
+	c.m[queue] = claimCursor{priority: last.Priority, runAt: last.RunAt, id: last.ID, scanned: scanned}
 }
 
 // forget makes the queue's next claim scan from the start.

@@ -103,6 +103,10 @@ func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int
 		now = *p.Now
 	}
 	cur, hasCur := d.cursors.get(queue, now)
+	scanned := now
+	if hasCur {
+		scanned = cur.scanned
+	}
 	jobs, err := d.claimQueueFrom(ctx, p, limit, lease, cur, hasCur)
 	if err != nil {
 		d.cursors.forget(queue)
@@ -121,9 +125,9 @@ func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int
 		}
 		jobs = append(jobs, more...)
 		sortClaimOrder(jobs)
-		cur, hasCur = claimCursor{}, false
+		scanned = now
 	}
-	d.cursors.update(queue, now, cur, hasCur, jobs, limit)
+	d.cursors.update(queue, scanned, jobs, limit)
 	return jobs, nil
 }
 
