@@ -50,17 +50,20 @@ type claimCursor struct {
 	scanned  time.Time // when the claim that scanned from the start ran
 }
 
-// get answers the queue's cursor, or ok false when its claim must scan from
-// the start.
-func (c *claimCursors) get(queue string, now time.Time) (cur claimCursor, ok bool) {
+// get answers the queue's cursor, or nil when its claim must scan from the
+// start.
+func (c *claimCursors) get(queue string, now time.Time) *claimCursor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur, ok = c.m[queue]
-	if ok && (now.Before(cur.scanned) || now.Sub(cur.scanned) >= claimCursorSpan) {
-		delete(c.m, queue)
-		return claimCursor{}, false
+	cur, ok := c.m[queue]
+	if !ok {
+		return nil
 	}
-	return cur, ok
+	if now.Before(cur.scanned) || now.Sub(cur.scanned) >= claimCursorSpan {
+		delete(c.m, queue)
+		return nil
+	}
+	return &cur
 }
 
 // update records a claim's outcome. jobs are in claim order; scanned is when
@@ -87,9 +90,10 @@ func (c *claimCursors) forget(queue string) {
 	delete(c.m, queue)
 }
 
-// args answers the claim's cursor parameters ($8, $9, $10).
-func (cur claimCursor) args(ok bool) (int, any, int64) {
-	if !ok {
+// args answers the claim's cursor parameters ($8, $9, $10); a nil cursor
+// scans from the start.
+func (cur *claimCursor) args() (int, any, int64) {
+	if cur == nil {
 		return 0, nil, 0
 	}
 	return cur.priority, cur.runAt, cur.id

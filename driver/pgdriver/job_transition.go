@@ -102,18 +102,18 @@ func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int
 	if p.Now != nil {
 		now = *p.Now
 	}
-	cur, hasCur := d.cursors.get(queue, now)
+	cur := d.cursors.get(queue, now)
 	scanned := now
-	if hasCur {
+	if cur != nil {
 		scanned = cur.scanned
 	}
-	jobs, err := d.claimQueueFrom(ctx, p, limit, lease, cur, hasCur)
+	jobs, err := d.claimQueueFrom(ctx, p, limit, lease, cur)
 	if err != nil {
 		d.cursors.forget(queue)
 		return nil, err
 	}
-	if hasCur && len(jobs) < limit {
-		more, err := d.claimQueueFrom(ctx, p, limit-len(jobs), lease, claimCursor{}, false)
+	if cur != nil && len(jobs) < limit {
+		more, err := d.claimQueueFrom(ctx, p, limit-len(jobs), lease, nil)
 		if err != nil {
 			d.cursors.forget(queue)
 			if len(jobs) == 0 {
@@ -131,12 +131,12 @@ func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int
 	return jobs, nil
 }
 
-// claimQueueFrom runs one single-queue claim, past cur when hasCur. The
+// claimQueueFrom runs one single-queue claim, past cur unless it is nil. The
 // settings and the claim go in one batch: one round trip and one implicit
 // transaction, which commits when the batch closes, so a commit's error is the
 // claim's.
-func (d *Driver) claimQueueFrom(ctx context.Context, p driver.ClaimParams, limit int, lease int64, cur claimCursor, hasCur bool) ([]*driver.Job, error) {
-	curPrio, curRunAt, curID := cur.args(hasCur)
+func (d *Driver) claimQueueFrom(ctx context.Context, p driver.ClaimParams, limit int, lease int64, cur *claimCursor) ([]*driver.Job, error) {
+	curPrio, curRunAt, curID := cur.args()
 	b := &pgx.Batch{}
 	b.Queue(claimPlanSettings)
 	b.Queue(queries.Get("JobClaimQueue"), p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start,
