@@ -67,10 +67,16 @@ func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (boo
 // complete stores a successful result through the batching completer, which
 // bounds each batch's write itself.
 func (b *localBackend) complete(_ time.Time, f driver.FenceParams, result json.RawMessage) error {
-	c := completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: make(chan error, 1)}
-	b.completions <- c
-	return <-c.reply
+	reply := replyChans.Get().(chan error)
+	b.completions <- completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: reply}
+	err := <-reply
+	replyChans.Put(reply) // empty again, and the completer answers each once
+	return err
 }
+
+// replyChans recycles the channels completions are answered on: one per job
+// was one of a busy worker's larger sources of garbage.
+var replyChans = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 func (b *localBackend) fail(deadline time.Time, f driver.FenceParams, fl failure) (bool, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)

@@ -2,6 +2,7 @@ package drover
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,8 +83,10 @@ type jobLog struct {
 	job *Job
 }
 
+func (j jobLog) enabled(level slog.Level) bool { return j.l.Enabled(context.Background(), level) }
+
 func (j jobLog) log(level slog.Level, msg string, args []any) {
-	if !j.l.Enabled(context.Background(), level) {
+	if !j.enabled(level) {
 		return
 	}
 	j.l.Log(context.Background(), level, msg, append([]any{"job", j.job.ID, "kind", j.job.Kind, "attempt", j.job.Attempt}, args...)...)
@@ -99,7 +102,7 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
 	if h == nil {
 		return outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, job.Kind)}
 	}
-	ch := make(chan outcome, 1)
+	ch := outcomeChans.Get().(chan outcome)
 	go func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -111,6 +114,7 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
 	}()
 	select {
 	case o := <-ch:
+		outcomeChans.Put(ch)
 		return o
 	case <-ctx.Done():
 	}
@@ -118,12 +122,18 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
 	defer grace.Stop()
 	select {
 	case o := <-ch:
+		outcomeChans.Put(ch)
 		return o
 	case <-grace.C:
+		// The handler may still send on ch: it is left to it, not recycled.
 		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended (%v); abandoned",
 			w.cfg.TimeoutGrace, context.Cause(ctx))}
 	}
 }
+
+// outcomeChans recycles the channels handlers answer on, each once; a channel
+// goes back only after its answer was received.
+var outcomeChans = sync.Pool{New: func() any { return make(chan outcome, 1) }}
 
 // heartbeater runs a job's heartbeat loop, which starts only once the job has run
 // for one HeartbeatInterval. Most jobs end before that, and a goroutine, a ticker
@@ -209,25 +219,31 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 // (so a write that committed before its answer was lost is not applied twice)
 // until the lease would have expired. An answer that says retrying cannot help —
 // the lease is lost, or the server refused the request — ends it at once.
-func (w *Worker) report(log interface {
-	Warn(string, ...any)
-	Error(string, ...any)
-	Info(string, ...any)
-}, job *Job, h *kindHandler, fence driver.FenceParams, o outcome, began time.Time) {
-	fence.RequestID = uuid.NewString()
+//
+// A success, the common case, allocates little: what a failure needs is worked
+// out in classify, and the log line's arguments are built only when it is
+// written.
+func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.FenceParams, o outcome, began time.Time) {
+	fence.RequestID = newRequestID()
 	deadline := time.Now().Add(w.cfg.LeaseDuration)
-	var snooze *snoozeError
-	var perm *permanentError
-	var panicErr *PanicError
 	var result json.RawMessage
 	if o.err == nil {
-		var err error
-		if result, err = json.Marshal(o.result); err != nil {
-			o.err = Permanent(fmt.Errorf("encode result of kind %q: %w", job.Kind, err))
-		} else if err = driver.CheckJSON("result", result); err != nil {
-			// Retrying would only fail the same way; say why, once.
-			o.err = Permanent(fmt.Errorf("result of kind %q cannot be stored: %w", job.Kind, err))
+		result = jsonNull
+		if o.result != nil {
+			var err error
+			if result, err = json.Marshal(o.result); err != nil {
+				o.err = Permanent(fmt.Errorf("encode result of kind %q: %w", job.Kind, err))
+			} else if err = driver.CheckJSON("result", result); err != nil {
+				// Retrying would only fail the same way; say why, once.
+				o.err = Permanent(fmt.Errorf("result of kind %q cannot be stored: %w", job.Kind, err))
+			}
 		}
+	}
+	var f failure
+	var snooze time.Duration
+	var snoozed bool
+	if o.err != nil {
+		f, snooze, snoozed = w.classify(job, h, o.err)
 	}
 	var outcome string
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
@@ -239,27 +255,13 @@ func (w *Worker) report(log interface {
 				w.stats.Succeeded.Add(1)
 				outcome = "succeeded"
 			}
-		case errors.As(o.err, &snooze):
-			err = w.be.snooze(deadline, fence, snooze.d)
+		case snoozed:
+			err = w.be.snooze(deadline, fence, snooze)
 			if err == nil {
 				w.stats.Snoozed.Add(1)
 				outcome = "snoozed"
 			}
 		default:
-			backoff := w.cfg.Backoff
-			if h != nil && h.backoff != nil {
-				backoff = h.backoff
-			}
-			f := failure{
-				err: driver.CleanText(o.err.Error()), permanent: errors.As(o.err, &perm),
-				retryDelay: backoff(job.Executions), // added to the database clock, never ours
-			}
-			if errors.Is(o.err, errShutdown) {
-				f.retryDelay = 0 // interrupted, not failing: another worker may take it at once
-			}
-			if errors.As(o.err, &panicErr) {
-				f.stack = driver.CleanText(panicErr.Stack)
-			}
 			var dead bool
 			dead, err = w.be.fail(deadline, fence, f)
 			if err == nil && dead {
@@ -271,7 +273,9 @@ func (w *Worker) report(log interface {
 			}
 		}
 		if err == nil {
-			log.Info("job finished", "outcome", outcomeName(o.err), "took", time.Since(began).Round(time.Microsecond))
+			if log.enabled(slog.LevelInfo) {
+				log.Info("job finished", "outcome", outcomeName(o.err), "took", time.Since(began).Round(time.Microsecond))
+			}
 			if obs := w.cfg.Observer; obs != nil {
 				obs.Finished(job, outcome, time.Since(began))
 			}
@@ -294,6 +298,44 @@ func (w *Worker) report(log interface {
 		log.Warn("recording the result failed; retrying", "err", err)
 		time.Sleep(wait) // backoff between attempts to reach the store
 	}
+}
+
+// jsonNull is the stored result of a handler that returned nil.
+var jsonNull = json.RawMessage("null")
+
+// classify turns a handler's error into a snooze (snoozed, after d) or a failure.
+func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d time.Duration, snoozed bool) {
+	var snooze *snoozeError
+	if errors.As(err, &snooze) {
+		return failure{}, snooze.d, true
+	}
+	backoff := w.cfg.Backoff
+	if h != nil && h.backoff != nil {
+		backoff = h.backoff
+	}
+	var perm *permanentError
+	f = failure{
+		err: driver.CleanText(err.Error()), permanent: errors.As(err, &perm),
+		retryDelay: backoff(job.Executions), // added to the database clock, never ours
+	}
+	if errors.Is(err, errShutdown) {
+		f.retryDelay = 0 // interrupted, not failing: another worker may take it at once
+	}
+	var panicErr *PanicError
+	if errors.As(err, &panicErr) {
+		f.stack = driver.CleanText(panicErr.Stack)
+	}
+	return f, 0, false
+}
+
+// newRequestID is a random (version 4) UUID naming one report, so that a retry of
+// it is recognised. uuid.NewString costs two allocations; this costs one.
+func newRequestID() string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:]) // never fails (crypto/rand)
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u.String()
 }
 
 func outcomeName(err error) string {
