@@ -192,6 +192,23 @@ type AttemptError struct {
 	Stack   string    `json:"stack,omitempty"`
 }
 
+// DecodeAttemptErrors reads a stored error history: a JSON array, or empty or
+// null for none. It never returns nil. Most jobs have none, and a claim reads
+// hundreds at once: "[]" is answered without the JSON decoder.
+func DecodeAttemptErrors(b []byte) ([]AttemptError, error) {
+	if len(b) == 0 || string(b) == "[]" || string(b) == "null" {
+		return []AttemptError{}, nil
+	}
+	var errs []AttemptError
+	if err := json.Unmarshal(b, &errs); err != nil {
+		return nil, err
+	}
+	if errs == nil {
+		errs = []AttemptError{}
+	}
+	return errs, nil
+}
+
 // InsertParams describes a job to enqueue. Zero values are defaults only where
 // ValidateInsert fills them in; drivers store what they are given.
 type InsertParams struct {

@@ -47,3 +47,21 @@ func TestCheckJSONVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeAttemptErrors: no history reads as an empty, non-nil list whatever
+// its stored form; a history keeps its entries; a malformed one is an error.
+func TestDecodeAttemptErrors(t *testing.T) {
+	for _, s := range []string{``, `[]`, `null`} {
+		got, err := DecodeAttemptErrors([]byte(s))
+		if err != nil || got == nil || len(got) != 0 {
+			t.Errorf("%q: got %#v, %v; want an empty list", s, got, err)
+		}
+	}
+	got, err := DecodeAttemptErrors([]byte(`[{"attempt":2,"at":"2026-01-02T03:04:05Z","error":"boom"}]`))
+	if err != nil || len(got) != 1 || got[0].Attempt != 2 || got[0].Error != "boom" || got[0].At.Year() != 2026 {
+		t.Errorf("one entry: got %#v, %v", got, err)
+	}
+	if _, err := DecodeAttemptErrors([]byte(`[{"attempt":"x"}]`)); err == nil {
+		t.Error("a malformed history decoded without error")
+	}
+}

@@ -92,11 +92,9 @@ func (r *jobRow) job() (*driver.Job, error) {
 	if r.LeaseToken.Valid {
 		j.LeaseToken = formatUUID(r.LeaseToken.Bytes)
 	}
-	j.Errors = []driver.AttemptError{}
-	if len(r.Errors) > 0 {
-		if err := json.Unmarshal(r.Errors, &j.Errors); err != nil {
-			return nil, fmt.Errorf("decode errors of job %d: %w", r.ID, err)
-		}
+	var err error
+	if j.Errors, err = driver.DecodeAttemptErrors(r.Errors); err != nil {
+		return nil, fmt.Errorf("decode errors of job %d: %w", r.ID, err)
 	}
 	return j, nil
 }

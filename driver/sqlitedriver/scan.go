@@ -103,7 +103,6 @@ func (r *jobRow) job() (*driver.Job, error) {
 		RetryOf:        optInt(r.retryOf),
 		WorkflowRunID:  optInt(r.workflowRunID),
 		WorkflowNode:   r.workflowNode.String,
-		Errors:         []driver.AttemptError{},
 	}
 	if r.metadata.Valid {
 		j.Metadata = json.RawMessage(r.metadata.String)
@@ -111,13 +110,9 @@ func (r *jobRow) job() (*driver.Job, error) {
 	if r.result.Valid {
 		j.Result = json.RawMessage(r.result.String)
 	}
-	if r.errors != "" {
-		if err := json.Unmarshal([]byte(r.errors), &j.Errors); err != nil {
-			return nil, fmt.Errorf("job %d: decode errors: %w", r.id, err)
-		}
-		if j.Errors == nil { // the column held JSON null
-			j.Errors = []driver.AttemptError{}
-		}
+	var err error
+	if j.Errors, err = driver.DecodeAttemptErrors([]byte(r.errors)); err != nil {
+		return nil, fmt.Errorf("job %d: decode errors: %w", r.id, err)
 	}
 	return j, nil
 }
