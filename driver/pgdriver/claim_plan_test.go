@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover/driver"
@@ -115,4 +116,70 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 	if got := explain("claim_bare", "SET LOCAL plan_cache_mode = force_generic_plan"); !strings.Contains(got, "Seq Scan on drover_jobs") {
 		t.Logf("without the claim's settings the generic plan did not scan sequentially here either:\n%s", got)
 	}
+}
+
+// A batch completion looks its jobs up by primary key even when the statistics
+// say that no job is leased while hundreds are: ANALYZEd while all jobs waited,
+// then 600 claimed. Planned with its values on each call, the completion read
+// the lease index instead (its predicate then matched the completion's status
+// check), once per input row: O(leased jobs × batch).
+func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]driver.InsertParams, 1000)
+	for i := range ps {
+		ps[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
+	}
+	for range 20 {
+		if _, err := d.JobInsertMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Pool().Exec(ctx, "VACUUM ANALYZE drover_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 600, Owner: "w", Start: true})
+	if err != nil || len(jobs) != 600 {
+		t.Fatalf("claimed %d (%v), want 600", len(jobs), err)
+	}
+	ids, attempts, tokens, results, reqs := []int64{}, []int32{}, []string{}, []string{}, []string{}
+	for _, j := range jobs[:500] {
+		ids, attempts, tokens = append(ids, j.ID), append(attempts, int32(j.Attempt)), append(tokens, j.LeaseToken)
+		results, reqs = append(results, "null"), append(reqs, "r")
+	}
+	// As completeMany sends it: an unnamed statement, planned with these values.
+	rows, err := d.Pool().Query(ctx, "EXPLAIN (COSTS OFF) "+pgdriver.CompleteManySQL(), pgx.QueryExecModeCacheDescribe,
+		ids, attempts, tokens, results, reqs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if strings.Contains(plan, "drover_jobs_lease_idx") || !strings.Contains(plan, "drover_jobs_pkey") {
+		t.Errorf("the completion's plan with 500 leased jobs the statistics do not know of:\n%s\nwant lookups by primary key, not the lease index", plan)
+	}
+	for i, err := range d.JobCompleteManyErrs(ctx, completions(jobs[:500])) {
+		if err != nil {
+			t.Fatalf("complete job %d: %v", jobs[i].ID, err)
+		}
+	}
+}
+
+func completions(jobs []*driver.Job) []driver.CompleteParams {
+	out := make([]driver.CompleteParams, len(jobs))
+	for i, j := range jobs {
+		out[i] = driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, RequestID: "r"}}
+	}
+	return out
 }
