@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/drover-dev/drover/driver"
-	"github.com/drover-dev/drover/driver/pgdriver"
-	"github.com/drover-dev/drover/internal/testdb"
 )
 
 // BenchmarkCompleteMany500 times one batch completion of 500 running jobs, as a
@@ -16,24 +14,8 @@ import (
 func BenchmarkCompleteMany500(b *testing.B) {
 	const batch = 500
 	ctx := context.Background()
-	d, err := pgdriver.New(ctx, testdb.PostgresURL(b), pgdriver.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
-		b.Fatal(err)
-	}
-	total := max(200_000, b.N*batch)
-	ps := make([]driver.InsertParams, 1000)
-	for i := range ps {
-		ps[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
-	}
-	for n := 0; n < total; n += len(ps) {
-		if _, err := d.JobInsertMany(ctx, ps); err != nil {
-			b.Fatal(err)
-		}
-	}
+	d := open(b)
+	insertWaiting(b, d, max(200_000, b.N*batch))
 	if _, err := d.Pool().Exec(ctx, "VACUUM ANALYZE drover_jobs"); err != nil {
 		b.Fatal(err)
 	}
@@ -43,10 +25,7 @@ func BenchmarkCompleteMany500(b *testing.B) {
 		if err != nil || len(jobs) != batch {
 			b.Fatalf("claimed %d (%v), want %d", len(jobs), err, batch)
 		}
-		for _, j := range jobs {
-			batches[i] = append(batches[i], driver.CompleteParams{FenceParams: driver.FenceParams{
-				ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, RequestID: "r"}})
-		}
+		batches[i] = completions(jobs)
 	}
 	b.ResetTimer()
 	for i := range b.N {

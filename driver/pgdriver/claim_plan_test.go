@@ -126,23 +126,8 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ps := make([]driver.InsertParams, 1000)
-	for i := range ps {
-		ps[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
-	}
-	for range 20 {
-		if _, err := d.JobInsertMany(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := open(t)
+	insertWaiting(t, d, 20_000)
 	if _, err := d.Pool().Exec(ctx, "VACUUM ANALYZE drover_jobs"); err != nil {
 		t.Fatal(err)
 	}

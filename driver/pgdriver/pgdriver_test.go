@@ -13,7 +13,7 @@ import (
 	"github.com/drover-dev/drover/lifecycle"
 )
 
-func open(t *testing.T) *pgdriver.Driver {
+func open(t testing.TB) *pgdriver.Driver {
 	t.Helper()
 	ctx := context.Background()
 	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
@@ -25,6 +25,21 @@ func open(t *testing.T) *pgdriver.Driver {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// insertWaiting enqueues n jobs of kind "k" into queue "q", 1,000 a statement.
+func insertWaiting(t testing.TB, d *pgdriver.Driver, n int) {
+	t.Helper()
+	for done := 0; done < n; {
+		ps := make([]driver.InsertParams, min(1000, n-done))
+		for i := range ps {
+			ps[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}
+		}
+		if _, err := d.JobInsertMany(context.Background(), ps); err != nil {
+			t.Fatal(err)
+		}
+		done += len(ps)
+	}
 }
 
 func TestSmoke(t *testing.T) {
