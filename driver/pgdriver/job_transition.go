@@ -398,7 +398,9 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	done := map[int64]*driver.Job{}
 	if len(ids) > 0 {
 		// Planned with the actual ids (an unnamed statement, planned on each
-		// call): a generic plan cannot know how few there are. The statement's
+		// call): a generic plan's join order depends on the statistics of the
+		// moment it was built, and it is kept (tried: bench/compare/HISTORY.md,
+		// sixth session). The statement's
 		// parameter types are described once and cached, so the arrays travel
 		// in binary; QueryExecModeExec sent them as text, which pgx spent ~1 µs a
 		// job formatting and PostgreSQL then parsed.
