@@ -195,12 +195,15 @@ type AttemptError struct {
 // DecodeAttemptErrors reads a stored error history: a JSON array, or empty or
 // null for none. It never returns nil. Most jobs have none, and a claim reads
 // hundreds at once: "[]" is answered without the JSON decoder.
-func DecodeAttemptErrors(b []byte) ([]AttemptError, error) {
+//
+// It takes the column as either type its driver scans it into, so that the
+// common case converts nothing.
+func DecodeAttemptErrors[T string | []byte](b T) ([]AttemptError, error) {
 	if len(b) == 0 || string(b) == "[]" || string(b) == "null" {
 		return []AttemptError{}, nil
 	}
 	var errs []AttemptError
-	if err := json.Unmarshal(b, &errs); err != nil {
+	if err := json.Unmarshal([]byte(b), &errs); err != nil {
 		return nil, err
 	}
 	if errs == nil {

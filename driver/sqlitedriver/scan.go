@@ -111,7 +111,7 @@ func (r *jobRow) job() (*driver.Job, error) {
 		j.Result = json.RawMessage(r.result.String)
 	}
 	var err error
-	if j.Errors, err = driver.DecodeAttemptErrors([]byte(r.errors)); err != nil {
+	if j.Errors, err = driver.DecodeAttemptErrors(r.errors); err != nil {
 		return nil, fmt.Errorf("job %d: decode errors: %w", r.id, err)
 	}
 	return j, nil
