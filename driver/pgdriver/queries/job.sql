@@ -20,6 +20,7 @@ ins AS (
            args, metadata, priority, coalesce(run_at, coalesce($13::timestamptz, now())), max_attempts,
            timeout_ms, idempotency_key, retry_of, workflow_run_id, workflow_node, coalesce($13::timestamptz, now())
     FROM input ORDER BY ord
+    -- Sent without this clause when no job of the batch has a key (insertManyUnkeyed).
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING *
 ),
