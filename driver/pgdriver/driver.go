@@ -32,6 +32,16 @@ var queryFS embed.FS
 
 var queries = sqlfile.MustLoad(queryFS, "queries/*.sql")
 
+// queryVariant is the named query with old, which it must hold exactly once,
+// replaced by new: a variant that cannot drift from the statement it is cut from.
+func queryVariant(name, old, new string) string {
+	q := queries.Get(name)
+	if strings.Count(q, old) != 1 {
+		panic("pgdriver: " + name + " must hold " + old + " exactly once")
+	}
+	return strings.Replace(q, old, new, 1)
+}
+
 // Options tune the driver.
 type Options struct {
 	Logger *slog.Logger

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -352,14 +351,7 @@ func (d *Driver) JobCompleteManyErrs(ctx context.Context, params []driver.Comple
 
 // completeManyOrds is JobCompleteMany answering only the ord of each job it
 // completed.
-var completeManyOrds = func() string {
-	q := queries.Get("JobCompleteMany")
-	const all, ords = "SELECT * FROM j;", "SELECT ord FROM j;"
-	if strings.Count(q, all) != 1 {
-		panic("pgdriver: JobCompleteMany must end in " + all)
-	}
-	return strings.Replace(q, all, ords, 1)
-}()
+var completeManyOrds = queryVariant("JobCompleteMany", "SELECT * FROM j;", "SELECT ord FROM j;")
 
 // completeMany applies the completions; with idsOnly the outcomes of the jobs
 // the batch statement completed carry no job.
