@@ -466,6 +466,11 @@ func (h *harness) checkJob(j *driver.Job, what string) {
 // checkAll asserts invariants and a legal history for every job in the database.
 func (h *harness) checkAll() {
 	h.t.Helper()
+	if c, ok := h.d.(invariantChecker); ok {
+		if err := c.CheckInvariants(h.ctx); err != nil {
+			h.t.Errorf("final check: the driver's own invariants: %v", err)
+		}
+	}
 	var after int64
 	for {
 		jobs, err := h.d.JobList(h.ctx, driver.ListParams{Ascending: true, AfterID: after, Limit: 500})
@@ -494,6 +499,12 @@ func (h *harness) checkAll() {
 			after = j.ID
 		}
 	}
+}
+
+// invariantChecker is a driver that can check its own storage for
+// disagreements (pgdriver: the sets kept beside the job rows).
+type invariantChecker interface {
+	CheckInvariants(ctx context.Context) error
 }
 
 // listAll pages through JobList with filter p.

@@ -17,6 +17,7 @@ var jobTests = []suiteTest{
 	{"ListFilters", testListFilters},
 	{"ListPagination", testListPagination},
 	{"DeleteFinished", testDeleteFinished},
+	{"DeleteFinishedBatchInParts", testDeleteFinishedBatch},
 }
 
 func testInsertRoundTrip(h *harness) {
@@ -208,5 +209,42 @@ func testDeleteFinished(h *harness) {
 	}
 	if n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: before, Limit: 100}); err != nil || n != 0 {
 		h.t.Errorf("JobDeleteFinished with nothing to delete = %d, %v; want 0", n, err)
+	}
+}
+
+// Jobs completed by one batch are deleted across calls when the limit is
+// smaller than the batch, each exactly once.
+func testDeleteFinishedBatch(h *harness) {
+	for range 5 {
+		h.mustEnqueue(nil)
+	}
+	jobs := h.mustClaimN(driver.ClaimParams{Queues: []string{defaultQueue}, Limit: 5, Owner: owner,
+		LeaseDuration: leaseDuration, Now: h.at(0)})
+	for i, j := range jobs {
+		jobs[i] = h.mustStart(j, time.Second)
+	}
+	ps := make([]driver.CompleteParams, len(jobs))
+	for i, j := range jobs {
+		ps[i] = driver.CompleteParams{FenceParams: fence(j, h.at(time.Second))}
+	}
+	for i, o := range h.d.JobCompleteMany(h.ctx, ps) {
+		if o.Err != nil {
+			h.t.Fatalf("JobCompleteMany: job %d: %v", jobs[i].ID, o.Err)
+		}
+	}
+	before := h.tm(time.Hour)
+	var got []int
+	for range 4 {
+		n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: before, Limit: 2})
+		if err != nil {
+			h.t.Fatalf("JobDeleteFinished: %v", err)
+		}
+		got = append(got, n)
+	}
+	if !slices.Equal(got, []int{2, 2, 1, 0}) {
+		h.t.Errorf("JobDeleteFinished(limit 2) four times = %v, want [2 2 1 0]", got)
+	}
+	for _, j := range jobs {
+		h.wantGone(j.ID)
 	}
 }

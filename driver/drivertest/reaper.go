@@ -17,6 +17,8 @@ var reaperTests = []suiteTest{
 	{"RunningExpiredRequeuedWithError", testReapRunning},
 	{"RunningExpiredExhaustedFails", testReapRunningExhausted},
 	{"OnlyExpiredLeases", testReapOnlyExpired},
+	{"HeartbeatThatShortensTheLease", testReapShortenedLease},
+	{"BatchClaimMixedFates", testReapBatchClaim},
 }
 
 // wantReapEvents checks the last two events of a reaped job: stalled from
@@ -121,5 +123,55 @@ func testReapOnlyExpired(h *harness) {
 	h.reapOne(beating.ID, 51*time.Second)
 	if again := h.mustReap(52 * time.Second); len(again) != 0 {
 		h.t.Errorf("second reap took %v, want nothing", jobIDs(again))
+	}
+}
+
+// A heartbeat may ask for a shorter lease than the claim gave: the job is
+// reaped when that shorter lease expires, not the claim's.
+func testReapShortenedLease(h *harness) {
+	j := h.mustEnqueue(nil)
+	c := h.mustClaimOne(driver.ClaimParams{Queues: []string{j.Queue}, ID: j.ID, Limit: 1, Owner: owner,
+		LeaseDuration: time.Hour, Now: h.at(0)})
+	p := driver.HeartbeatParams{FenceParams: fence(c, h.at(time.Second))}
+	p.LeaseDuration = 10 * time.Second
+	res, err := h.d.JobHeartbeat(h.ctx, p)
+	if err != nil || !res.LeaseExpiresAt.Equal(h.tm(11*time.Second)) {
+		h.t.Fatalf("JobHeartbeat with a 10s lease = %+v, %v; want the lease until t0+11s", res, err)
+	}
+	if got := h.mustReap(10 * time.Second); len(got) != 0 {
+		h.t.Fatalf("reap before the shortened lease expired took %v, want nothing", jobIDs(got))
+	}
+	h.reapOne(c.ID, 12*time.Second)
+}
+
+// Jobs claimed together have different fates: one completes, one is extended by
+// heartbeats, one is left to expire. Each is reaped by its own lease, and once
+// every lease has ended the reaper finds nothing more to do.
+func testReapBatchClaim(h *harness) {
+	for range 3 {
+		h.mustEnqueue(nil)
+	}
+	jobs := h.mustClaimN(driver.ClaimParams{Queues: []string{defaultQueue}, Limit: 3, Owner: owner,
+		LeaseDuration: leaseDuration, Now: h.at(0)})
+	for i, j := range jobs {
+		jobs[i] = h.mustStart(j, time.Second)
+	}
+	if len(jobs) != 3 {
+		h.t.Fatalf("claimed %d jobs, want 3", len(jobs))
+	}
+	done, beating, dead := jobs[0], jobs[1], jobs[2]
+	h.mustComplete(done, time.Second, nil)
+	h.mustHeartbeat(beating, 25*time.Second) // until t0+55s
+	h.reapOne(dead.ID, 31*time.Second)
+	if got := h.mustReap(50 * time.Second); len(got) != 0 {
+		h.t.Fatalf("reap at t0+50s took %v, want nothing (the heartbeat holds until t0+55s)", jobIDs(got))
+	}
+	h.mustHeartbeat(beating, 50*time.Second) // until t0+80s
+	if got := h.mustReap(60 * time.Second); len(got) != 0 {
+		h.t.Fatalf("reap at t0+60s took %v, want nothing (the heartbeat holds until t0+80s)", jobIDs(got))
+	}
+	h.reapOne(beating.ID, 81*time.Second)
+	if got := h.mustReap(time.Hour); len(got) != 0 {
+		h.t.Fatalf("reap an hour later took %v, want nothing", jobIDs(got))
 	}
 }

@@ -1,5 +1,11 @@
 package pgdriver
 
+import (
+	"errors"
+
+	"github.com/golang-migrate/migrate/v4"
+)
+
 // Test hooks for the external test package (pgdriver_test).
 
 // ClaimQueueSQL is the single-queue claim's statement.
@@ -10,3 +16,16 @@ const ClaimPlanSettings = claimPlanSettings
 
 // CompleteManySQL is the batch completion's statement as the worker runs it.
 func CompleteManySQL() string { return completeManyOrds }
+
+// MigrateTo migrates up or down to version, for the migration tests.
+func (d *Driver) MigrateTo(version uint) error {
+	m, err := d.migrator()
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return err
+	}
+	return nil
+}

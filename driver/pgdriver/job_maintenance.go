@@ -4,15 +4,27 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/lifecycle"
 )
+
+// leaseTidyRows bounds the drover_leases rows one reaper pass tidies: a claim
+// writes one row for up to its whole limit of jobs, so a thousand rows cover
+// far more than a second of claims.
+const leaseTidyRows = 1000
 
 // JobReapExpired implements driver.Driver.
 func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*driver.Job, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000
+	}
+	// Due lease rows whose jobs all finished would crowd out the ones with an
+	// expired job: tidy them first.
+	if _, err := d.pool.Exec(ctx, queries.Get("LeaseTidy"), nowArg(p.Now), leaseTidyRows); err != nil {
+		return nil, fmt.Errorf("reap expired leases: tidy the lease rows: %w", err)
 	}
 	rows, err := d.pool.Query(ctx, queries.Get("JobReapExpired"), limit, nowArg(p.Now))
 	if err != nil {
@@ -41,7 +53,15 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 		limit = 1000
 	}
 	var n int
-	if err := d.pool.QueryRow(ctx, queries.Get("JobDeleteFinished"), p.Before, limit).Scan(&n); err != nil {
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var rows []int64
+		if err := tx.QueryRow(ctx, queries.Get("JobDeleteFinished"), p.Before, limit).Scan(&n, &rows); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, queries.Get("FinishedTidy"), rows)
+		return err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
 	return n, nil

@@ -26,6 +26,11 @@ func (d *Driver) JobGet(ctx context.Context, id int64) (*driver.Job, error) {
 	return j, nil
 }
 
+// jobListFailed is JobList for the failed jobs alone (the DLQ): it names the
+// DLQ index's predicate, error IS NOT NULL, which holds exactly for failed jobs
+// (drover_jobs_error_only_when_failed), so the planner can read that index.
+var jobListFailed = queryVariant("JobList", "WHERE (cardinality", "WHERE error IS NOT NULL AND (cardinality")
+
 // JobList implements driver.Driver.
 func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Job, error) {
 	statuses := make([]string, len(p.Statuses))
@@ -36,7 +41,11 @@ func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Jo
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := d.pool.Query(ctx, queries.Get("JobList"), statuses, p.Queue, p.Kind, p.AfterID, limit, p.Ascending)
+	query := queries.Get("JobList")
+	if len(statuses) == 1 && statuses[0] == string(lifecycle.StatusFailed) {
+		query = jobListFailed
+	}
+	rows, err := d.pool.Query(ctx, query, statuses, p.Queue, p.Kind, p.AfterID, limit, p.Ascending)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

@@ -141,13 +141,14 @@ func TestClaimQueuesPastHeldCandidate(t *testing.T) {
 	}
 	id := func(i int) int64 { return res[i].Job.ID }
 
-	// Another claimer holds the first two in claim order (one statement, one now(): by id).
+	// Another claimer holds the first two in claim order (one statement, one
+	// now(): by id): a claim locks the jobs' ready rows first.
 	tx, err := d.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = ANY($1) FOR UPDATE", []int64{id(0), id(1)}); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_ready WHERE id = ANY($1) FOR UPDATE", []int64{id(0), id(1)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,7 +1,10 @@
 -- Queries of the PostgreSQL driver. Each state change is one statement: a CTE locks
 -- the row under the lifecycle guard, the UPDATE repeats the guard (it is the fence),
 -- and the event insert rides in the same statement, so a transition and its event
--- commit together or not at all. $now is coalesce(param, now()): the database clock
+-- commit together or not at all. The sets beside the job row ride along the same
+-- way (migration 006): a transition into queued inserts the job's drover_ready
+-- row, a claim deletes it and writes a drover_leases row, and a transition into a
+-- terminal status writes a drover_finished row. $now is coalesce(param, now()): the database clock
 -- decides unless a test injects a time.
 
 -- name: JobInsertMany
@@ -27,6 +30,10 @@ ins AS (
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'enqueued', NULL, status, created_at, $14, NULL, 0 FROM ins
+),
+rdy AS (
+    INSERT INTO drover_ready (queue, priority, run_at, id)
+    SELECT queue, priority, run_at, id FROM ins WHERE status = 'queued'
 ),
 woke AS (
     -- One NOTIFY per queue that got ready work; delivered when the insert commits.
@@ -81,70 +88,72 @@ ORDER BY j.priority, j.run_at, j.id;
 -- locks each row and checks it again. One sort over every ready job of all the
 -- queues read every one of them (a top-N sort is still a full scan of the
 -- ready rows) and, on a large table, could cross jit_above_cost. The skip scan
--- is JobClaimQueue's (see there).
+-- is JobClaimQueue's (see there). A ready row whose job is no longer claimable
+-- (see drover_ready) is not offered.
 WITH RECURSIVE prios(p, r, i) AS (
-    (SELECT priority, run_at, id FROM drover_jobs
-     WHERE status IN ('queued','stalled') AND queue = $1::text ORDER BY priority, run_at, id LIMIT 1)
+    (SELECT priority, run_at, id FROM drover_ready
+     WHERE queue = $1::text ORDER BY priority, run_at, id LIMIT 1)
     UNION ALL
     SELECT n.priority, n.run_at, n.id FROM prios CROSS JOIN LATERAL (
-        SELECT priority, run_at, id FROM drover_jobs
-        WHERE status IN ('queued','stalled') AND queue = $1::text AND priority > prios.p
+        SELECT priority, run_at, id FROM drover_ready
+        WHERE queue = $1::text AND priority > prios.p
         ORDER BY priority, run_at, id LIMIT 1) n
 )
 SELECT c.id, c.priority, c.run_at FROM prios
 CROSS JOIN LATERAL (
-    SELECT id, priority, run_at FROM drover_jobs
-    WHERE status IN ('queued','stalled') AND queue = $1::text AND priority = prios.p
-      AND (run_at, id) >= (prios.r, prios.i)
-      AND run_at <= coalesce($3::timestamptz, now())
+    SELECT r.id, r.priority, r.run_at FROM drover_ready r
+    WHERE r.queue = $1::text AND r.priority = prios.p
+      AND (r.run_at, r.id) >= (prios.r, prios.i)
+      AND r.run_at <= coalesce($3::timestamptz, now())
       AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = $1::text AND q.paused)
-    ORDER BY run_at, id
+      AND EXISTS (SELECT 1 FROM drover_jobs j WHERE j.id = r.id AND j.status IN ('queued','stalled'))
+    ORDER BY r.run_at, r.id
     LIMIT $2
 ) c
 LIMIT $2;
 
 -- name: JobClaimQueue
--- JobClaim for one queue. A plain scan of the claim index in (priority, run_at, id)
+-- JobClaim for one queue. A plain scan of drover_ready in (priority, run_at, id)
 -- order cannot stop at run_at <= now (priority comes first), so with fewer ready
 -- jobs than LIMIT it walked every future job of the queue; per priority, run_at
 -- is a range bound.
 WITH RECURSIVE prios(p, r, i) AS (
-    -- The first entry of each priority present in the queue, by a skip scan of the
-    -- claim index: one descent per priority. The first one starts past the
-    -- claimer's cursor ($8, $9, $10: where its last full claim ended; (0,
+    -- The first entry of each priority present in the queue, by a skip scan of
+    -- drover_ready's key: one descent per priority. The first one starts past
+    -- the claimer's cursor ($8, $9, $10: where its last full claim ended; (0,
     -- NULL, 0) for none), but never past a priority before the cursor's. The
-    -- entries between the index's start and the cursor are of jobs claimed
-    -- since VACUUM last ran (dead, but still in the index) and, rarely, of jobs
+    -- entries between the index's start and the cursor are of rows claimed
+    -- (deleted) since VACUUM last ran, still in the index, and, rarely, of jobs
     -- that became ready with an earlier key; the driver scans from the start
     -- often enough for those (claimCursors).
     (SELECT priority, run_at, id FROM (
-        (SELECT priority, run_at, id FROM drover_jobs
-         WHERE status IN ('queued','stalled') AND queue = $1::text AND priority < $8::integer
+        (SELECT priority, run_at, id FROM drover_ready
+         WHERE queue = $1::text AND priority < $8::integer
          ORDER BY priority, run_at, id LIMIT 1)
         UNION ALL
-        (SELECT priority, run_at, id FROM drover_jobs
-         WHERE status IN ('queued','stalled') AND queue = $1::text
+        (SELECT priority, run_at, id FROM drover_ready
+         WHERE queue = $1::text
            AND (priority, run_at, id) > ($8::integer, coalesce($9::timestamptz, '-infinity'), $10::bigint)
          ORDER BY priority, run_at, id LIMIT 1)
     ) first ORDER BY priority, run_at, id LIMIT 1)
     UNION ALL
     SELECT n.priority, n.run_at, n.id FROM prios CROSS JOIN LATERAL (
-        SELECT priority, run_at, id FROM drover_jobs
-        WHERE status IN ('queued','stalled') AND queue = $1::text AND priority > prios.p
+        SELECT priority, run_at, id FROM drover_ready
+        WHERE queue = $1::text AND priority > prios.p
         ORDER BY priority, run_at, id LIMIT 1) n
 ),
 cand AS (
     -- For a fixed priority, run_at <= now bounds the index range: only ready rows
     -- are read, however many jobs wait in the future. The range starts at the
-    -- entry the probe found: the entries before it are of jobs no longer queued
-    -- (in this statement's snapshot) that VACUUM has not yet removed. After a
-    -- burst of claims they fill thousands of index pages, and walking them twice
-    -- (probe, then this scan) was most of a claim's time (auto_explain, 1M
-    -- burn-down: 12 + 9 ms of a 25 ms claim).
-    SELECT c.id, c.status FROM prios
+    -- entry the probe found: the entries before it are of rows deleted (in this
+    -- statement's snapshot) that VACUUM has not yet removed. After a burst of
+    -- claims they fill thousands of index pages, and walking them twice (probe,
+    -- then this scan) was most of a claim's time (auto_explain, 1M burn-down:
+    -- 12 + 9 ms of a 25 ms claim).
+    SELECT c.ctid AS rid FROM prios
     CROSS JOIN LATERAL (
-        SELECT id, status, priority, run_at FROM drover_jobs
-        WHERE status IN ('queued','stalled') AND queue = $1::text AND priority = prios.p
+        SELECT ctid FROM drover_ready
+        WHERE queue = $1::text AND priority = prios.p
           AND (run_at, id) >= (prios.r, prios.i)
           AND run_at <= coalesce($5::timestamptz, now())
           AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = $1::text AND q.paused)
@@ -159,7 +168,25 @@ cand AS (
     -- 15-30 ms of a claim that runs in 1 (EXPLAIN, 1M rows, claims of 1,000).
     LIMIT $2
 ),
+taken AS (
+    -- The locked ready rows, by their tuple ids (a TID scan): rows are only ever
+    -- inserted and deleted, and a locked row cannot move.
+    DELETE FROM drover_ready WHERE ctid = ANY (ARRAY(SELECT rid FROM cand))
+    RETURNING id
+),
+was AS (
+    -- The jobs' status before the claim, for the event's from_status, read in
+    -- the statement's snapshot. A join of the UPDATE with drover_jobs by id
+    -- alone let the generic plan walk the whole primary key once per job
+    -- (TestClaimPlanUsesIndexesOnATinyTable).
+    SELECT id, status FROM drover_jobs WHERE id = ANY (ARRAY(SELECT id FROM taken))
+),
 j AS (
+    -- The jobs of the taken rows, by primary key, whatever the table's size (a
+    -- join let the planner pick a sequential scan of a small table, which then
+    -- grew with every job: auto_explain, 1.5 ms of a 2 ms claim at 5k rows). The
+    -- status guard leaves out a job whose row was stale (see drover_ready); its
+    -- row is deleted all the same.
     UPDATE drover_jobs SET
         status = CASE WHEN $7::bool THEN 'running' ELSE 'claimed' END,
         attempt = attempt + 1, owner = $3, lease_token = gen_random_uuid(),
@@ -167,36 +194,53 @@ j AS (
         executions = executions + CASE WHEN $7::bool THEN 1 ELSE 0 END,
         started_at = CASE WHEN $7::bool THEN coalesce($5::timestamptz, now()) ELSE started_at END,
         rev = rev + CASE WHEN $7::bool THEN 2 ELSE 1 END
-    -- The candidates are locked: by primary key, whatever the table's size. A join
-    -- with cand let the planner pick a sequential scan of a small table, which
-    -- then grew with every job (auto_explain: 1.5 ms of a 2 ms claim at 5k rows).
-    WHERE drover_jobs.id = ANY (ARRAY(SELECT id FROM cand))
-    RETURNING drover_jobs.*
+    WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status IN ('queued','stalled')
+    RETURNING *
 ),
 ev AS (
     -- claimed (and, with start, started): one event per transition, seq = rev after it.
-    -- from_status comes by a hash join with cand; a subselect per returned row
-    -- scanned cand once per row (EXPLAIN: 2 ms of a 6 ms claim of 250).
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-    SELECT j.id, CASE WHEN $7::bool THEN j.rev - 1 ELSE j.rev END, 'claimed', cand.status, 'claimed',
+    SELECT j.id, CASE WHEN $7::bool THEN j.rev - 1 ELSE j.rev END, 'claimed', was.status, 'claimed',
            coalesce($5::timestamptz, now()), 'worker:' || $3, nullif($6, ''), j.attempt
-    FROM j JOIN cand ON cand.id = j.id
+    FROM j JOIN was ON was.id = j.id
     UNION ALL
     SELECT id, rev, 'started', 'claimed', 'running', coalesce($5::timestamptz, now()), 'worker:' || $3, NULL, attempt
     FROM j WHERE $7::bool
+),
+lease AS (
+    -- One row for the whole claim: every job of it got the same expiry.
+    INSERT INTO drover_leases (expires_at, job_ids)
+    SELECT min(lease_expires_at), array_agg(id) FROM j HAVING count(*) > 0
 )
 SELECT * FROM j ORDER BY priority, run_at, id;
 
 -- name: JobClaimByID
 -- Claims the jobs of $1 (one id, or the merged candidates of several queues)
--- that are still claimable under their row locks; jobs another claimer holds
--- are skipped.
-WITH cand AS (
-    SELECT id, status FROM drover_jobs
+-- that are still claimable; jobs another claimer holds are skipped. Like every
+-- claim it locks the ready row before the job row (a cancel, which locks the job
+-- first, skips a ready row that is locked), so two claims, or a claim and a
+-- cancel, never wait for each other in a cycle.
+WITH keys AS (
+    SELECT queue, priority, run_at, id FROM drover_jobs
     WHERE id = ANY($1::bigint[]) AND status IN ('queued','stalled')
       AND run_at <= coalesce($4::timestamptz, now())
       AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = drover_jobs.queue AND q.paused)
-    FOR UPDATE SKIP LOCKED
+),
+cand AS (
+    SELECT r.ctid AS rid FROM drover_ready r
+    JOIN keys k ON r.queue = k.queue AND r.priority = k.priority AND r.run_at = k.run_at AND r.id = k.id
+    FOR UPDATE OF r SKIP LOCKED
+),
+taken AS (
+    DELETE FROM drover_ready WHERE ctid = ANY (ARRAY(SELECT rid FROM cand))
+    RETURNING id
+),
+was AS (
+    -- The jobs' status before the claim, for the event's from_status, read in
+    -- the statement's snapshot. A join of the UPDATE with drover_jobs by id
+    -- alone let the generic plan walk the whole primary key once per job
+    -- (TestClaimPlanUsesIndexesOnATinyTable).
+    SELECT id, status FROM drover_jobs WHERE id = ANY (ARRAY(SELECT id FROM taken))
 ),
 j AS (
     UPDATE drover_jobs SET
@@ -206,23 +250,29 @@ j AS (
         executions = executions + CASE WHEN $6::bool THEN 1 ELSE 0 END,
         started_at = CASE WHEN $6::bool THEN coalesce($4::timestamptz, now()) ELSE started_at END,
         rev = rev + CASE WHEN $6::bool THEN 2 ELSE 1 END
-    FROM cand
-    WHERE drover_jobs.id = cand.id AND drover_jobs.status = cand.status
-    RETURNING drover_jobs.*, cand.status AS old_status
+    WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status IN ('queued','stalled')
+    RETURNING *
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-    SELECT id, CASE WHEN $6::bool THEN rev - 1 ELSE rev END, 'claimed', old_status, 'claimed',
-           coalesce($4::timestamptz, now()), 'worker:' || $2, nullif($5, ''), attempt FROM j
+    SELECT j.id, CASE WHEN $6::bool THEN j.rev - 1 ELSE j.rev END, 'claimed', was.status, 'claimed',
+           coalesce($4::timestamptz, now()), 'worker:' || $2, nullif($5, ''), j.attempt
+    FROM j JOIN was ON was.id = j.id
     UNION ALL
     SELECT id, rev, 'started', 'claimed', 'running', coalesce($4::timestamptz, now()), 'worker:' || $2, NULL, attempt
     FROM j WHERE $6::bool
+),
+lease AS (
+    INSERT INTO drover_leases (expires_at, job_ids)
+    SELECT min(lease_expires_at), array_agg(id) FROM j HAVING count(*) > 0
 )
 SELECT * FROM j ORDER BY priority, run_at, id;
 
 -- name: JobStart
+-- A start that moves the lease earlier than the claim set it writes a
+-- drover_leases row for the job, so the reaper finds it in time.
 WITH cur AS (
-    SELECT id, owner FROM drover_jobs
+    SELECT id, owner, lease_expires_at AS old_lease FROM drover_jobs
     WHERE id = $1 AND status = 'claimed' AND attempt = $2 AND lease_token = $3::uuid
     FOR UPDATE
 ),
@@ -235,11 +285,15 @@ j AS (
         rev = rev + 1
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'claimed' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
-    RETURNING drover_jobs.*, cur.owner AS old_owner
+    RETURNING drover_jobs.*, cur.owner AS old_owner, cur.old_lease
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'started', 'claimed', 'running', started_at, 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+),
+lease AS (
+    INSERT INTO drover_leases (expires_at, job_ids)
+    SELECT lease_expires_at, ARRAY[id] FROM j WHERE lease_expires_at < old_lease
 )
 SELECT * FROM j;
 
@@ -259,23 +313,35 @@ j AS (
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'unclaimed', 'claimed', 'queued', coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+),
+rdy AS (
+    INSERT INTO drover_ready (queue, priority, run_at, id)
+    SELECT queue, priority, run_at, id FROM j ON CONFLICT DO NOTHING
 )
 SELECT * FROM j;
 
 -- name: JobHeartbeat
 -- A heartbeat extends the lease and bumps rev. It is logged only when it carries a
--- request_id, because that log entry is what makes a repeat recognisable.
+-- request_id, because that log entry is what makes a repeat recognisable. One
+-- that moves the lease earlier writes a drover_leases row for the job (see
+-- JobStart); o is the job before the update.
 WITH j AS (
     UPDATE drover_jobs SET
         lease_expires_at = coalesce($5::timestamptz, now()) + $6::bigint * interval '1 microsecond',
-        rev = rev + 1
-    WHERE id = $1 AND status IN ('claimed','running') AND attempt = $2 AND lease_token = $3::uuid
-    RETURNING *
+        rev = drover_jobs.rev + 1
+    FROM drover_jobs o
+    WHERE drover_jobs.id = $1 AND o.id = $1 AND drover_jobs.status IN ('claimed','running')
+      AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
+    RETURNING drover_jobs.*, o.lease_expires_at AS old_lease
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'heartbeat', status, status, coalesce($5::timestamptz, now()), 'worker:' || owner, $4, attempt
     FROM j WHERE $4 <> ''
+),
+lease AS (
+    INSERT INTO drover_leases (expires_at, job_ids)
+    SELECT lease_expires_at, ARRAY[id] FROM j WHERE lease_expires_at < old_lease
 )
 SELECT * FROM j;
 
@@ -296,6 +362,9 @@ j AS (
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+),
+fin AS (
+    INSERT INTO drover_finished (finished_at, job_ids) SELECT finished_at, ARRAY[id] FROM j
 )
 SELECT * FROM j;
 
@@ -326,6 +395,13 @@ ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, CASE WHEN status = 'queued' THEN 'retried' ELSE 'failed' END, 'running', status,
            coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+),
+rdy AS (
+    INSERT INTO drover_ready (queue, priority, run_at, id)
+    SELECT queue, priority, run_at, id FROM j WHERE status = 'queued' ON CONFLICT DO NOTHING
+),
+fin AS (
+    INSERT INTO drover_finished (finished_at, job_ids) SELECT finished_at, ARRAY[id] FROM j WHERE status = 'failed'
 )
 SELECT * FROM j;
 
@@ -348,12 +424,20 @@ j AS (
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'snoozed', 'running', 'queued', coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+),
+rdy AS (
+    INSERT INTO drover_ready (queue, priority, run_at, id)
+    SELECT queue, priority, run_at, id FROM j ON CONFLICT DO NOTHING
 )
 SELECT * FROM j;
 
 -- name: JobCancel
+-- A queued job's ready row is deleted unless a claim holds it: that claim deletes
+-- it, and its update of the job, which waits for this statement, then finds the
+-- job canceled and leaves it. Waiting for the row instead, while holding the job,
+-- would close a cycle with that claim (see JobClaimByID).
 WITH cur AS (
-    SELECT id, status FROM drover_jobs
+    SELECT id, status, queue, priority, run_at FROM drover_jobs
     WHERE id = $1 AND status NOT IN ('succeeded','failed','canceled','skipped')
     FOR UPDATE
 ),
@@ -368,15 +452,34 @@ j AS (
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'canceled', old_status, 'canceled', finished_at, $3, nullif($2, ''), attempt FROM j
+),
+unready AS (
+    DELETE FROM drover_ready WHERE ctid = ANY (ARRAY(
+        SELECT r.ctid FROM drover_ready r JOIN cur
+          ON r.queue = cur.queue AND r.priority = cur.priority AND r.run_at = cur.run_at AND r.id = cur.id
+        WHERE cur.status IN ('queued','stalled')
+        FOR UPDATE OF r SKIP LOCKED))
+),
+fin AS (
+    INSERT INTO drover_finished (finished_at, job_ids) SELECT finished_at, ARRAY[id] FROM j
 )
 SELECT * FROM j;
 
 -- name: JobReapExpired
 -- Lease reaper: claimed/running past its lease → stalled → queued (or failed when a
--- running attempt used up the budget), two events, one statement.
-WITH cur AS (
+-- running attempt used up the budget), two events, one statement. The jobs are
+-- found through the drover_leases rows that are due (LeaseTidy runs first, so
+-- those are mostly rows with an expired job); each job's own lease decides.
+WITH due AS (
+    SELECT u.id FROM (
+        SELECT job_ids FROM drover_leases WHERE expires_at < coalesce($2::timestamptz, now())
+        ORDER BY expires_at LIMIT 100
+    ) l CROSS JOIN LATERAL unnest(l.job_ids) AS u(id)
+),
+cur AS (
     SELECT id, status FROM drover_jobs
-    WHERE status IN ('claimed','running') AND lease_expires_at < coalesce($2::timestamptz, now())
+    WHERE id = ANY (ARRAY(SELECT id FROM due))
+      AND status IN ('claimed','running') AND lease_expires_at < coalesce($2::timestamptz, now())
     ORDER BY lease_expires_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -405,8 +508,43 @@ ev AS (
     UNION ALL
     SELECT id, rev, CASE WHEN status = 'failed' THEN 'failed' ELSE 'requeued' END, 'stalled', status,
            coalesce($2::timestamptz, now()), 'engine', NULL, attempt FROM j
+),
+rdy AS (
+    INSERT INTO drover_ready (queue, priority, run_at, id)
+    SELECT queue, priority, run_at, id FROM j WHERE status = 'queued' ON CONFLICT DO NOTHING
+),
+fin AS (
+    INSERT INTO drover_finished (finished_at, job_ids)
+    SELECT min(finished_at), array_agg(id) FROM j WHERE status = 'failed' HAVING count(*) > 0
 )
 SELECT * FROM j ORDER BY id;
+
+-- name: LeaseTidy
+-- Of the drover_leases rows that are due, deletes those none of whose jobs is
+-- leased any more and moves the rest to the earliest lease among their leased
+-- jobs (a heartbeat extended them). A job leased again since is covered by the
+-- row of the claim that leased it.
+WITH due AS (
+    SELECT id, job_ids FROM drover_leases WHERE expires_at < coalesce($1::timestamptz, now())
+    ORDER BY expires_at LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+live AS (
+    SELECT d.id, min(j.lease_expires_at) AS e
+    FROM due d CROSS JOIN LATERAL unnest(d.job_ids) AS u(id)
+    JOIN drover_jobs j ON j.id = u.id
+    WHERE j.status IN ('claimed','running')
+    GROUP BY d.id
+),
+gone AS (
+    DELETE FROM drover_leases WHERE id IN (SELECT id FROM due) AND id NOT IN (SELECT id FROM live)
+    RETURNING id
+),
+moved AS (
+    UPDATE drover_leases l SET expires_at = live.e FROM live WHERE l.id = live.id AND live.e > l.expires_at
+    RETURNING l.id
+)
+SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM moved);
 
 -- name: JobDLQRequeue
 WITH src AS (
@@ -420,25 +558,41 @@ ins AS (
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'enqueued', NULL, 'queued', created_at, $2, NULL, 0 FROM ins
+),
+rdy AS (
+    INSERT INTO drover_ready (queue, priority, run_at, id) SELECT queue, priority, run_at, id FROM ins
 )
 SELECT * FROM ins;
 
 -- name: JobDeleteFinished
-WITH d AS (
+-- At most $2 terminal jobs finished before $1, found through the drover_finished
+-- rows of that age, and their events. Answers the count and the rows read, which
+-- FinishedTidy then deletes once their jobs are all gone.
+WITH src AS (
+    SELECT id, job_ids FROM drover_finished WHERE finished_at < $1
+    ORDER BY finished_at, id LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+d AS (
     DELETE FROM drover_jobs WHERE id IN (
         SELECT id FROM drover_jobs
-        WHERE status IN ('succeeded','failed','canceled','skipped') AND finished_at < $1
-        ORDER BY finished_at LIMIT $2)
+        WHERE id = ANY (ARRAY(SELECT unnest(job_ids) FROM src))
+          AND status IN ('succeeded','failed','canceled','skipped') AND finished_at < $1
+        ORDER BY id LIMIT $2)
     RETURNING id
 ),
 e AS (
     DELETE FROM drover_job_events WHERE job_id IN (SELECT id FROM d)
 )
-SELECT count(*) FROM d;
+SELECT (SELECT count(*) FROM d), ARRAY(SELECT id FROM src);
+
+-- name: FinishedTidy
+DELETE FROM drover_finished f WHERE f.id = ANY ($1::bigint[])
+  AND NOT EXISTS (SELECT 1 FROM drover_jobs j WHERE j.id = ANY (f.job_ids));
 
 -- name: JobDLQPurge
 WITH d AS (
-    DELETE FROM drover_jobs WHERE status = 'failed' AND ($1::text = '' OR queue = $1)
+    DELETE FROM drover_jobs WHERE status = 'failed' AND error IS NOT NULL AND ($1::text = '' OR queue = $1)
     RETURNING id
 ),
 e AS (
@@ -471,5 +625,10 @@ j AS (
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, 'worker:' || old_owner, nullif(req, ''), attempt FROM j
+),
+fin AS (
+    -- One row for the batch: its jobs share finished_at.
+    INSERT INTO drover_finished (finished_at, job_ids)
+    SELECT coalesce($6::timestamptz, now()), array_agg(id) FROM j HAVING count(*) > 0
 )
 SELECT * FROM j;

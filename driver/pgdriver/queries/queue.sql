@@ -9,28 +9,28 @@ INSERT INTO drover_queues (name, paused, updated_at) VALUES ($1, $2, now())
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at;
 
 -- name: QueuesReady
--- A skip scan over the claim index: one probe per queue that has queued jobs, then
+-- A skip scan over drover_ready: one probe per queue that has queued jobs, then
 -- one probe for a ready job in it, instead of reading every ready row (the
 -- reconciler runs this every second, also under a backlog of millions). The
 -- second probe starts at the entry the first found: the entries before it are
--- of jobs claimed since VACUUM last ran, thousands of index pages under load,
+-- of rows claimed since VACUUM last ran, thousands of index pages under load,
 -- and are read once, not twice.
 WITH RECURSIVE qs(queue, p, r, i) AS (
-    (SELECT queue, priority, run_at, id FROM drover_jobs WHERE status IN ('queued','stalled')
+    (SELECT queue, priority, run_at, id FROM drover_ready
      ORDER BY queue, priority, run_at, id LIMIT 1)
     UNION ALL
     SELECT n.queue, n.priority, n.run_at, n.id FROM qs CROSS JOIN LATERAL (
-        SELECT j.queue, j.priority, j.run_at, j.id FROM drover_jobs j
-        WHERE j.status IN ('queued','stalled') AND j.queue > qs.queue
-        ORDER BY j.queue, j.priority, j.run_at, j.id LIMIT 1) n
+        SELECT r.queue, r.priority, r.run_at, r.id FROM drover_ready r
+        WHERE r.queue > qs.queue
+        ORDER BY r.queue, r.priority, r.run_at, r.id LIMIT 1) n
 )
 SELECT qs.queue FROM qs
 CROSS JOIN LATERAL (
-    SELECT 1 FROM drover_jobs j
-    WHERE j.status IN ('queued','stalled') AND j.queue = qs.queue
-      AND (j.priority, j.run_at, j.id) >= (qs.p, qs.r, qs.i)
-      AND j.run_at <= coalesce($1::timestamptz, now())
-    ORDER BY j.priority, j.run_at, j.id
+    SELECT 1 FROM drover_ready r
+    WHERE r.queue = qs.queue
+      AND (r.priority, r.run_at, r.id) >= (qs.p, qs.r, qs.i)
+      AND r.run_at <= coalesce($1::timestamptz, now())
+    ORDER BY r.priority, r.run_at, r.id
     LIMIT 1
 ) ready
 WHERE qs.queue IS NOT NULL
@@ -56,3 +56,26 @@ DELETE FROM drover_leader WHERE name = 'default' AND leader_id = $1;
 
 -- name: LeaderGet
 SELECT leader_id, expires_at FROM drover_leader WHERE name = 'default';
+
+-- name: CheckSets
+-- Where the sets beside the job row (migration 006) disagree with the job rows,
+-- one line each: a claimable job without its ready row (it would never be
+-- claimed), a ready row whose job is not claimable with that key, a leased job
+-- without a lease row that covers it in time (it would never be reaped), a
+-- finished job without a row at its finished_at (never deleted by retention).
+SELECT format('job %s is %s (queue %s, priority %s, run_at %s) but has no drover_ready row', id, status, queue, priority, run_at)
+FROM drover_jobs j WHERE status IN ('queued','stalled')
+  AND NOT EXISTS (SELECT 1 FROM drover_ready r
+                  WHERE r.queue = j.queue AND r.priority = j.priority AND r.run_at = j.run_at AND r.id = j.id)
+UNION ALL
+SELECT format('drover_ready row (%s, %s, %s, %s) has no claimable job with that key', queue, priority, run_at, id)
+FROM drover_ready r WHERE NOT EXISTS (SELECT 1 FROM drover_jobs j
+    WHERE j.id = r.id AND j.status IN ('queued','stalled') AND j.queue = r.queue AND j.priority = r.priority AND j.run_at = r.run_at)
+UNION ALL
+SELECT format('job %s is %s until %s but no drover_leases row names it by then', id, status, lease_expires_at)
+FROM drover_jobs j WHERE status IN ('claimed','running')
+  AND NOT EXISTS (SELECT 1 FROM drover_leases l WHERE j.id = ANY (l.job_ids) AND l.expires_at <= j.lease_expires_at)
+UNION ALL
+SELECT format('job %s is %s since %s but no drover_finished row names it at that time', id, status, finished_at)
+FROM drover_jobs j WHERE status IN ('succeeded','failed','canceled','skipped') AND finished_at IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM drover_finished f WHERE j.id = ANY (f.job_ids) AND f.finished_at = j.finished_at);

@@ -1,0 +1,118 @@
+package pgdriver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/internal/testdb"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// Migration 006 moves the claimable, leased and finished sets out of the job
+// row's indexes. A database with jobs in every state comes through it (and back
+// down, and up again) with each job in its set: the queued ones are claimed, the
+// expired lease is reaped, the finished ones are deleted by retention.
+func TestMigration006CarriesEveryJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.MigrateTo(5); err != nil {
+		t.Fatal(err)
+	}
+	// As the driver of migration 005 left them.
+	_, err = d.Pool().Exec(ctx, `
+INSERT INTO drover_jobs (kind, queue, status, priority, run_at, max_attempts, attempt, executions,
+                         owner, lease_token, lease_expires_at, result, error, finished_at) VALUES
+  ('k', 'a', 'queued',    0, now() - interval '1 minute', 3, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL),
+  ('k', 'a', 'queued',    1, now() - interval '2 minutes', 3, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL),
+  ('k', 'b', 'queued',    0, now() - interval '1 minute', 3, 1, 0, NULL, NULL, NULL, NULL, NULL, NULL),
+  ('k', 'a', 'queued',    0, now() + interval '1 day',    3, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL),
+  ('k', 'a', 'running',   0, now() - interval '1 hour',   3, 1, 1, 'w', gen_random_uuid(), now() - interval '1 minute', NULL, NULL, NULL),
+  ('k', 'a', 'claimed',   0, now() - interval '1 hour',   3, 1, 0, 'w', gen_random_uuid(), now() + interval '1 hour', NULL, NULL, NULL),
+  ('k', 'a', 'succeeded', 0, now() - interval '1 hour',   3, 1, 1, NULL, NULL, NULL, '{}', NULL, now() - interval '30 minutes'),
+  ('k', 'a', 'failed',    0, now() - interval '1 hour',   1, 1, 1, NULL, NULL, NULL, NULL, 'boom', now() - interval '30 minutes'),
+  ('k', 'a', 'canceled',  0, now() - interval '1 hour',   3, 0, 0, NULL, NULL, NULL, NULL, NULL, now() - interval '20 minutes')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint{6, 5, 6} {
+		if err := d.MigrateTo(v); err != nil {
+			t.Fatalf("migrate to %d: %v", v, err)
+		}
+	}
+	if err := d.CheckInvariants(ctx); err != nil {
+		t.Fatalf("after migration 006: %v", err)
+	}
+
+	claimed, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"a", "b"}, Limit: 10, Owner: "w2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 3 || claimed[0].Queue != "a" || claimed[0].Priority != 0 || claimed[2].Priority != 1 {
+		t.Errorf("claim after the migration = %d jobs %v, want the three ready ones in claim order", len(claimed), claimed)
+	}
+	reaped, err := d.JobReapExpired(ctx, driver.ReapParams{Limit: 10})
+	if err != nil || len(reaped) != 1 || reaped[0].Status != lifecycle.StatusQueued {
+		t.Errorf("reap after the migration = %v, %v; want the one expired running job, requeued", reaped, err)
+	}
+	n, err := d.JobDeleteFinished(ctx, driver.DeleteFinishedParams{Before: time.Now().Add(-10 * time.Minute), Limit: 10})
+	if err != nil || n != 3 {
+		t.Errorf("retention after the migration deleted %d, %v; want the 3 finished jobs", n, err)
+	}
+	if err := d.CheckInvariants(ctx); err != nil {
+		t.Errorf("at the end: %v", err)
+	}
+}
+
+// A cancel does not wait for a ready row that a claim holds (the claim locks
+// the ready row, then the job; the cancel locks the job, and waiting for the
+// ready row would close a cycle). If that claim then rolls back, the ready row
+// outlives its job's claimability: the next claim deletes it and leaves the
+// canceled job alone.
+func TestCancelSkipsAHeldReadyRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	res, err := d.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res[0].Job.ID
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_ready WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	j, err := d.JobCancel(cctx, driver.CancelParams{ID: id})
+	if err != nil || j.Status != lifecycle.StatusCanceled {
+		t.Fatalf("cancel while a claim holds the ready row = %v, %v; want canceled at once", j, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckInvariants(ctx); err == nil {
+		t.Fatal("CheckInvariants found nothing; want the stale ready row reported")
+	}
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 10, Owner: "w"})
+	if err != nil || len(jobs) != 0 {
+		t.Fatalf("claim over the stale ready row = %v, %v; want nothing", jobs, err)
+	}
+	if err := d.CheckInvariants(ctx); err != nil {
+		t.Errorf("after the claim: %v", err)
+	}
+	if got, err := d.JobGet(ctx, id); err != nil || got.Status != lifecycle.StatusCanceled {
+		t.Errorf("job after the claim = %v, %v; want still canceled", got, err)
+	}
+}
