@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover"
@@ -220,7 +221,19 @@ func (s *droverSys) seed(ctx context.Context, done, future int64) error {
 	if err := cloneRows(ctx, s.pool, s.schema, "drover_jobs", s.doneTemplate, done); err != nil {
 		return err
 	}
-	return cloneRows(ctx, s.pool, s.schema, "drover_jobs", s.futureTemplate, future)
+	var last int64
+	jobs, ready := pgx.Identifier{s.schema, "drover_jobs"}.Sanitize(), pgx.Identifier{s.schema, "drover_ready"}.Sanitize()
+	if err := s.pool.QueryRow(ctx, "SELECT max(id) FROM "+jobs).Scan(&last); err != nil {
+		return err
+	}
+	if err := cloneRows(ctx, s.pool, s.schema, "drover_jobs", s.futureTemplate, future); err != nil {
+		return err
+	}
+	// The copies wait like the template, so they belong in the claimable set
+	// (drover_ready), which the claim reads, as they would had they been enqueued.
+	_, err := s.pool.Exec(ctx, "INSERT INTO "+ready+" (queue, priority, run_at, id) SELECT queue, priority, run_at, id FROM "+
+		jobs+" WHERE id > $1 AND status = 'queued'", last)
+	return err
 }
 
 func (s *droverSys) closeDB() {
