@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover/driver"
 )
 
 // CheckInvariants compares the sets kept beside the job rows (drover_ready,
@@ -28,4 +30,25 @@ func (d *Driver) CheckInvariants(ctx context.Context) error {
 		errs[i] = errors.New(p)
 	}
 	return errors.Join(errs...)
+}
+
+var _ driver.Repairer = (*Driver)(nil)
+
+// RepairStep implements driver.Repairer: it gives each claimable job among the
+// limit after id after that has no drover_ready row its row, and says so in
+// the log, since on a database only this version writes to that never happens.
+func (d *Driver) RepairStep(ctx context.Context, after int64, limit int) (int64, int, error) {
+	var last *int64
+	var read, repaired int
+	if err := d.pool.QueryRow(ctx, queries.Get("ReadyRepair"), after, limit).Scan(&last, &read, &repaired); err != nil {
+		return after, 0, fmt.Errorf("repair the ready set: %w", err)
+	}
+	if repaired > 0 {
+		d.log.Warn("claimable jobs had no drover_ready row and were given one; is a Drover older than migration 006 writing to this database?",
+			"jobs", repaired, "after_id", after)
+	}
+	if last == nil || read < limit {
+		return 0, repaired, nil
+	}
+	return *last, repaired, nil
 }

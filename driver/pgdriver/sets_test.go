@@ -116,3 +116,60 @@ func TestCancelSkipsAHeldReadyRow(t *testing.T) {
 		t.Errorf("job after the claim = %v, %v; want still canceled", got, err)
 	}
 }
+
+// A claimable job without its ready row (as an older binary, which does not know
+// drover_ready, would enqueue it) is never claimed until a repair step reaches
+// it; then it is, and the step says how many it repaired.
+func TestRepairStepGivesAMissingJobItsReadyRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	insertWaiting(t, d, 5)
+	var orphan int64
+	if err := d.Pool().QueryRow(ctx, "DELETE FROM drover_ready WHERE id = (SELECT max(id) FROM drover_ready) RETURNING id").Scan(&orphan); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckInvariants(ctx); err == nil {
+		t.Fatal("CheckInvariants found nothing; want the job without a ready row reported")
+	}
+	claim := func() []*driver.Job {
+		t.Helper()
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 10, Owner: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	if got := claim(); len(got) != 4 {
+		t.Fatalf("claim before the repair took %d jobs, want the 4 with ready rows", len(got))
+	}
+	// In steps of 2 over 5 jobs: 2, 2, then 1 and the end of the table.
+	var after int64
+	var steps, total int
+	for {
+		next, n, err := d.RepairStep(ctx, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, total = steps+1, total+n
+		if next == 0 {
+			break
+		}
+		if next <= after || steps > 3 {
+			t.Fatalf("repair step %d went from %d to %d", steps, after, next)
+		}
+		after = next
+	}
+	if steps != 3 || total != 1 {
+		t.Errorf("repair walk: %d steps repairing %d jobs, want 3 steps repairing 1", steps, total)
+	}
+	if got := claim(); len(got) != 1 || got[0].ID != orphan {
+		t.Errorf("claim after the repair took %v, want job %d", got, orphan)
+	}
+	if _, n, err := d.RepairStep(ctx, 0, 100); err != nil || n != 0 {
+		t.Errorf("a second walk repaired %d (%v), want 0", n, err)
+	}
+	if err := d.CheckInvariants(ctx); err != nil {
+		t.Errorf("at the end: %v", err)
+	}
+}

@@ -165,6 +165,10 @@ func (e *Engine) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	loop(e.cfg.ReapInterval, e.reap)
 	loop(e.cfg.ReconcileInterval, e.reconcile)
+	if r, ok := e.drv.(driver.Repairer); ok {
+		var after int64 // one goroutine runs the steps in turn
+		loop(e.cfg.ReconcileInterval, func(ctx context.Context) { after = e.repair(ctx, r, after) })
+	}
 	if e.cfg.Retention > 0 {
 		loop(e.cfg.RetentionInterval, e.retain)
 	}
@@ -211,6 +215,23 @@ func (e *Engine) reconcile(ctx context.Context) {
 			e.log.Warn("wake-up reconciler: transport publish failed", "err", err)
 		}
 	}
+}
+
+// repairStep is how many jobs one repair step reads: at one step a second, a
+// walk of 5M jobs takes about four minutes.
+const repairStep = 20_000
+
+// repair runs one step of the driver's repair walk from after and answers where
+// the next step starts (the driver logs what it repaired).
+func (e *Engine) repair(ctx context.Context, r driver.Repairer, after int64) int64 {
+	next, _, err := r.RepairStep(ctx, after, repairStep)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("repair step failed", "err", err)
+		}
+		return after
+	}
+	return next
 }
 
 // retain deletes finished jobs older than the retention age, in batches.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/internal/maintenance"
 	"github.com/drover-dev/drover/internal/testdb"
@@ -107,5 +109,39 @@ func TestOneLeaderAndHandover(t *testing.T) {
 				t.Fatal(overlap)
 			}
 		})
+	}
+}
+
+// The leader walks the driver's repair steps: a claimable job that an older
+// binary enqueued without its drover_ready row is claimable again once the walk
+// passes it.
+func TestLeaderRepairsTheReadySet(t *testing.T) {
+	t.Parallel()
+	drv := testdb.Open(t, "postgres")
+	if _, ok := drv.(driver.Repairer); !ok {
+		t.Fatal("the PostgreSQL driver is no driver.Repairer")
+	}
+	ctx := context.Background()
+	res, err := drv.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := drv.(interface{ Pool() *pgxpool.Pool }).Pool()
+	if _, err := pool.Exec(ctx, "DELETE FROM drover_ready WHERE id = $1", res[0].Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 600 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the job to be claimable again", 10*time.Second, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM drover_ready WHERE id = $1", res[0].Job.ID).Scan(&n)
+		return err == nil && n == 1
+	})
+	jobs, err := drv.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w"})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim after the repair = %v, %v; want the job", jobs, err)
 	}
 }

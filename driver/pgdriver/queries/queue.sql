@@ -79,3 +79,24 @@ UNION ALL
 SELECT format('job %s is %s since %s but no drover_finished row names it at that time', id, status, finished_at)
 FROM drover_jobs j WHERE status IN ('succeeded','failed','canceled','skipped') AND finished_at IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM drover_finished f WHERE j.id = ANY (f.job_ids) AND f.finished_at = j.finished_at);
+
+-- name: ReadyRepair
+-- A claimable job among the $2 after id $1 that has no drover_ready row gets
+-- one. One snapshot decides: a job seen claimable with no ready row was so when
+-- the statement began (a claim deletes the row and changes the job in one
+-- transaction, and a transition into queued writes both in one), so the row
+-- is missing, not in flight. Answers the last id read (NULL past the end), and
+-- the rows inserted.
+WITH scan AS (
+    SELECT id, status, queue, priority, run_at FROM drover_jobs WHERE id > $1 ORDER BY id LIMIT $2
+),
+missing AS (
+    INSERT INTO drover_ready (queue, priority, run_at, id)
+    SELECT s.queue, s.priority, s.run_at, s.id FROM scan s
+    WHERE s.status IN ('queued','stalled')
+      AND NOT EXISTS (SELECT 1 FROM drover_ready r
+                      WHERE r.queue = s.queue AND r.priority = s.priority AND r.run_at = s.run_at AND r.id = s.id)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+)
+SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*) FROM missing);
