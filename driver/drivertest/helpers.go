@@ -541,6 +541,24 @@ func (h *harness) runningJob(edit func(p *driver.InsertParams)) *driver.Job {
 	return h.mustStart(c, time.Second)
 }
 
+// runningBatch enqueues n jobs, claims them in one claim at t0 (lease until
+// t0+30s) and starts each at t0+1s.
+func (h *harness) runningBatch(n int) []*driver.Job {
+	h.t.Helper()
+	for range n {
+		h.mustEnqueue(nil)
+	}
+	jobs := h.mustClaimN(driver.ClaimParams{Queues: []string{defaultQueue}, Limit: n, Owner: owner,
+		LeaseDuration: leaseDuration, Now: h.at(0)})
+	if len(jobs) != n {
+		h.t.Fatalf("claimed %d jobs, want %d", len(jobs), n)
+	}
+	for i, j := range jobs {
+		jobs[i] = h.mustStart(j, time.Second)
+	}
+	return jobs
+}
+
 // claimedJob enqueues a job and claims it by id at t0.
 func (h *harness) claimedJob(edit func(p *driver.InsertParams)) *driver.Job {
 	h.t.Helper()

@@ -215,14 +215,7 @@ func testDeleteFinished(h *harness) {
 // Jobs completed by one batch are deleted across calls when the limit is
 // smaller than the batch, each exactly once.
 func testDeleteFinishedBatch(h *harness) {
-	for range 5 {
-		h.mustEnqueue(nil)
-	}
-	jobs := h.mustClaimN(driver.ClaimParams{Queues: []string{defaultQueue}, Limit: 5, Owner: owner,
-		LeaseDuration: leaseDuration, Now: h.at(0)})
-	for i, j := range jobs {
-		jobs[i] = h.mustStart(j, time.Second)
-	}
+	jobs := h.runningBatch(5)
 	ps := make([]driver.CompleteParams, len(jobs))
 	for i, j := range jobs {
 		ps[i] = driver.CompleteParams{FenceParams: fence(j, h.at(time.Second))}

@@ -148,17 +148,7 @@ func testReapShortenedLease(h *harness) {
 // heartbeats, one is left to expire. Each is reaped by its own lease, and once
 // every lease has ended the reaper finds nothing more to do.
 func testReapBatchClaim(h *harness) {
-	for range 3 {
-		h.mustEnqueue(nil)
-	}
-	jobs := h.mustClaimN(driver.ClaimParams{Queues: []string{defaultQueue}, Limit: 3, Owner: owner,
-		LeaseDuration: leaseDuration, Now: h.at(0)})
-	for i, j := range jobs {
-		jobs[i] = h.mustStart(j, time.Second)
-	}
-	if len(jobs) != 3 {
-		h.t.Fatalf("claimed %d jobs, want 3", len(jobs))
-	}
+	jobs := h.runningBatch(3)
 	done, beating, dead := jobs[0], jobs[1], jobs[2]
 	h.mustComplete(done, time.Second, nil)
 	h.mustHeartbeat(beating, 25*time.Second) // until t0+55s

@@ -9,7 +9,7 @@ import (
 
 const (
 	// claimCursorSpan bounds how long a queue's claims start at its cursor
-	// before one scans the claim index from the start again.
+	// before one scans drover_ready from the start again.
 	claimCursorSpan = time.Second
 	// claimCursorMinJobs is the smallest full claim that sets a cursor. A
 	// worker that takes jobs by the handful keeps the strict claim order; one
@@ -20,8 +20,8 @@ const (
 
 // claimCursors remember, per queue, where this driver's last full claim ended.
 //
-// A claim reads the claim index in (priority, run_at, id) order from its start.
-// Each job claimed leaves its entry there until VACUUM removes it: dead, and
+// A claim reads drover_ready's key in (priority, run_at, id) order from its
+// start. Each job claimed leaves its entry there until VACUUM removes it: dead, and
 // skipped, but still read. Between two vacuums of a busy table those entries
 // fill thousands of index pages (10,000 pages, ~14 ms, a third of a claim of
 // 1,000 jobs, four minutes into a continuous run), every claim reads them all

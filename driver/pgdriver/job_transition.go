@@ -232,7 +232,7 @@ func claimedBefore(pa int, ra time.Time, ia int64, pb int, rb time.Time, ib int6
 
 // claimCandidates returns the ids of the first limit claimable jobs of queues
 // not in skip, in claim order: each queue is asked for its first limit+len(skip)
-// (a walk of its part of the claim index that stops there), and the answers are
+// (a walk of its part of drover_ready's key that stops there), and the answers are
 // merged. They are read without locks; the claim locks them and checks each again.
 func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int, skip map[int64]bool, now *time.Time) ([]int64, error) {
 	type cand struct {
