@@ -382,15 +382,17 @@ type MigrationStatus struct {
 	Available []uint `json:"available"` // versions shipped with this build
 }
 
-// Repairer is a driver that keeps a set derived from the job rows beside them
-// (pgdriver: the claimable jobs in drover_ready) and can repair it a step at a
-// time. The maintenance engine's leader calls RepairStep once per reconcile
-// period, walking the whole table in id order, so a job that became claimable
-// without entering the set (written by an older binary during a rolling
-// upgrade, or by a bug) is claimed at most one walk later instead of never.
+// Repairer is a driver that keeps sets derived from the job rows beside them
+// (pgdriver: the claimable jobs in drover_ready, the leases in drover_leases)
+// and can repair them a step at a time. The maintenance engine's leader calls
+// RepairStep once per reconcile period, walking the whole table in id order, so
+// a job that became claimable without entering its set (written by an older
+// binary during a rolling upgrade, or by a bug) is claimed at most one walk
+// later instead of never, and a job whose expired lease no set row names is
+// reaped one walk later instead of never.
 type Repairer interface {
 	// RepairStep checks up to limit jobs with ids above after and repairs the
-	// set for them. It returns the last id checked, or 0 when it reached the end
+	// sets for them. It returns the last id checked, or 0 when it reached the end
 	// of the table (the next step starts again from the beginning), and how many
 	// jobs it repaired.
 	RepairStep(ctx context.Context, after int64, limit int) (next int64, repaired int, err error)

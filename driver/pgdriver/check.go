@@ -34,21 +34,27 @@ func (d *Driver) CheckInvariants(ctx context.Context) error {
 
 var _ driver.Repairer = (*Driver)(nil)
 
-// RepairStep implements driver.Repairer: it gives each claimable job among the
-// limit after id after that has no drover_ready row its row, and says so in
-// the log, since on a database only this version writes to that never happens.
+// RepairStep implements driver.Repairer. Among the limit jobs after id after, it
+// gives each claimable job that has no drover_ready row its row, and each job
+// whose lease expired with no drover_leases row covering it a lease row, so the
+// reaper reaps it. It says so in the log: on a database that only this version
+// writes to, neither ever happens.
 func (d *Driver) RepairStep(ctx context.Context, after int64, limit int) (int64, int, error) {
 	var last *int64
-	var read, repaired int
-	if err := d.pool.QueryRow(ctx, queries.Get("ReadyRepair"), after, limit).Scan(&last, &read, &repaired); err != nil {
-		return after, 0, fmt.Errorf("repair the ready set: %w", err)
+	var read, ready, leased int
+	if err := d.pool.QueryRow(ctx, queries.Get("ReadyRepair"), after, limit).Scan(&last, &read, &ready, &leased); err != nil {
+		return after, 0, fmt.Errorf("repair the ready and lease sets: %w", err)
 	}
-	if repaired > 0 {
+	if ready > 0 {
 		d.log.Warn("claimable jobs had no drover_ready row and were given one; is a Drover older than migration 006 writing to this database?",
-			"jobs", repaired, "after_id", after)
+			"jobs", ready, "after_id", after)
+	}
+	if leased > 0 {
+		d.log.Warn("jobs whose lease expired had no drover_leases row and were given one, so the reaper requeues them; is a Drover older than migration 006 claiming from this database?",
+			"jobs", leased, "after_id", after)
 	}
 	if last == nil || read < limit {
-		return 0, repaired, nil
+		return 0, ready + leased, nil
 	}
-	return *last, repaired, nil
+	return *last, ready + leased, nil
 }

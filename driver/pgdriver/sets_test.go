@@ -173,3 +173,66 @@ func TestRepairStepGivesAMissingJobItsReadyRow(t *testing.T) {
 		t.Errorf("at the end: %v", err)
 	}
 }
+
+// A leased job that no drover_leases row names (as an older binary, which does
+// not know that table, would claim it) is never reaped when its worker dies,
+// until a repair step reaches it after its lease expired; then the step names
+// it in a lease row and the next reaper pass requeues it. A lease that has not
+// expired yet is left alone, and that job's completion still lands.
+func TestRepairStepGivesAnExpiredUncoveredLeaseARow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	past := time.Now().Add(-10 * time.Minute)
+	ps := make([]driver.InsertParams, 3)
+	for i := range ps {
+		ps[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3, RunAt: &past}
+	}
+	if _, err := d.JobInsertMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 2, Owner: "w", Start: true,
+		LeaseDuration: time.Minute, Now: &past})
+	if err != nil || len(expired) != 2 {
+		t.Fatalf("claim with a lease in the past = %d jobs, %v; want 2", len(expired), err)
+	}
+	live, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true,
+		LeaseDuration: time.Hour})
+	if err != nil || len(live) != 1 {
+		t.Fatalf("claim with a live lease = %d jobs, %v; want 1", len(live), err)
+	}
+	orphan, covered := expired[0].ID, expired[1].ID
+	// The older binary's claims: orphan and the live job have no lease row.
+	if _, err := d.Pool().Exec(ctx, "UPDATE drover_leases SET job_ids = ARRAY[$1::bigint] WHERE $1 = ANY (job_ids)", covered); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Pool().Exec(ctx, "DELETE FROM drover_leases WHERE $1 = ANY (job_ids)", live[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckInvariants(ctx); err == nil {
+		t.Fatal("CheckInvariants found nothing; want the two leased jobs without a lease row reported")
+	}
+	reaped, err := d.JobReapExpired(ctx, driver.ReapParams{Limit: 10})
+	if err != nil || len(reaped) != 1 || reaped[0].ID != covered {
+		t.Fatalf("reap before the repair = %v, %v; want only job %d", reaped, err, covered)
+	}
+
+	next, n, err := d.RepairStep(ctx, 0, 100)
+	if err != nil || next != 0 || n != 1 {
+		t.Fatalf("repair step = next %d, %d repaired, %v; want the end of the table and 1 (the expired orphan)", next, n, err)
+	}
+	reaped, err = d.JobReapExpired(ctx, driver.ReapParams{Limit: 10})
+	if err != nil || len(reaped) != 1 || reaped[0].ID != orphan || reaped[0].Status != lifecycle.StatusQueued {
+		t.Fatalf("reap after the repair = %v, %v; want job %d requeued", reaped, err, orphan)
+	}
+	if _, n, err := d.RepairStep(ctx, 0, 100); err != nil || n != 0 {
+		t.Errorf("a second walk repaired %d (%v), want 0: the live lease is not due", n, err)
+	}
+	done := d.JobCompleteMany(ctx, completions(live))
+	if len(done) != 1 || done[0].Err != nil || done[0].Job.Status != lifecycle.StatusSucceeded {
+		t.Fatalf("completing the job with the live uncovered lease = %+v; want it succeeded", done)
+	}
+	if err := d.CheckInvariants(ctx); err != nil {
+		t.Errorf("at the end: %v", err)
+	}
+}

@@ -81,14 +81,20 @@ FROM drover_jobs j WHERE status IN ('succeeded','failed','canceled','skipped') A
   AND NOT EXISTS (SELECT 1 FROM drover_finished f WHERE j.id = ANY (f.job_ids) AND f.finished_at = j.finished_at);
 
 -- name: ReadyRepair
--- A claimable job among the $2 after id $1 that has no drover_ready row gets
--- one. One snapshot decides: a job seen claimable with no ready row was so when
--- the statement began (a claim deletes the row and changes the job in one
--- transaction, and a transition into queued writes both in one), so the row
--- is missing, not in flight. Answers the last id read (NULL past the end), and
--- the rows inserted.
+-- One step of the repair walk over the $2 jobs after id $1:
+--   - a claimable job that has no drover_ready row gets one;
+--   - a leased job whose lease has expired and that no drover_leases row covers
+--     (one due no later than its lease) is named by a new lease row, due at
+--     once, so the reaper's next pass reaps it.
+-- One snapshot decides both: every transition writes the job and its set rows
+-- in one transaction, so a row seen missing is missing, not in flight. A job
+-- that changes after the snapshot leaves at worst a surplus row, which the next
+-- claim (ready) or LeaseTidy (lease) removes. The lease check reads only the due
+-- lease rows (expires_at <= a lease already past), which LeaseTidy keeps few.
+-- Answers the last id read (NULL past the end), how many were read, and the
+-- ready and lease repairs.
 WITH scan AS (
-    SELECT id, status, queue, priority, run_at FROM drover_jobs WHERE id > $1 ORDER BY id LIMIT $2
+    SELECT id, status, queue, priority, run_at, lease_expires_at FROM drover_jobs WHERE id > $1 ORDER BY id LIMIT $2
 ),
 missing AS (
     INSERT INTO drover_ready (queue, priority, run_at, id)
@@ -98,5 +104,17 @@ missing AS (
                       WHERE r.queue = s.queue AND r.priority = s.priority AND r.run_at = s.run_at AND r.id = s.id)
     ON CONFLICT DO NOTHING
     RETURNING id
+),
+uncovered AS (
+    SELECT s.id, s.lease_expires_at FROM scan s
+    WHERE s.status IN ('claimed','running') AND s.lease_expires_at < now()
+      AND NOT EXISTS (SELECT 1 FROM drover_leases l
+                      WHERE l.expires_at <= s.lease_expires_at AND s.id = ANY (l.job_ids))
+),
+leased AS (
+    INSERT INTO drover_leases (expires_at, job_ids)
+    SELECT min(lease_expires_at), array_agg(id ORDER BY id) FROM uncovered HAVING count(*) > 0
+    RETURNING cardinality(job_ids) AS n
 )
-SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*) FROM missing);
+SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*) FROM missing),
+       coalesce((SELECT n FROM leased), 0);
