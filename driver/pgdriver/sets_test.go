@@ -236,3 +236,56 @@ func TestRepairStepGivesAnExpiredUncoveredLeaseARow(t *testing.T) {
 		t.Errorf("at the end: %v", err)
 	}
 }
+
+// Migration 007 stores the job-id arrays of the lease and finished rows
+// uncompressed (a claim's 8 kB array spent most of its insert in pglz), and
+// its down migration restores the default.
+func TestMigration007StoresSetArraysUncompressed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	storage := func() string {
+		t.Helper()
+		var s string
+		err := d.Pool().QueryRow(ctx, `SELECT string_agg(c.relname || '=' || a.attstorage::text, ',' ORDER BY c.relname)
+			FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+			WHERE a.attname = 'job_ids' AND c.relname IN ('drover_leases', 'drover_finished')
+			  AND c.relnamespace = to_regnamespace(current_schema())`).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := storage(); got != "drover_finished=e,drover_leases=e" {
+		t.Errorf("after MigrateUp: storage %s, want external (e) for both", got)
+	}
+	if err := d.MigrateTo(6); err != nil {
+		t.Fatal(err)
+	}
+	if got := storage(); got != "drover_finished=x,drover_leases=x" {
+		t.Errorf("after migrating down to 6: storage %s, want extended (x) for both", got)
+	}
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insertWaiting(t, d, 1200)
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1200, Owner: "w", Start: true})
+	if err != nil || len(jobs) != 1200 {
+		t.Fatalf("claim = %d jobs, %v; want 1200", len(jobs), err)
+	}
+	var compressed *string
+	if err := d.Pool().QueryRow(ctx, "SELECT pg_column_compression(job_ids) FROM drover_leases").Scan(&compressed); err != nil {
+		t.Fatal(err)
+	}
+	if compressed != nil {
+		t.Errorf("the claim's lease row is compressed with %s, want stored as is", *compressed)
+	}
+	for _, o := range d.JobCompleteMany(ctx, completions(jobs)) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+	if err := d.CheckInvariants(ctx); err != nil {
+		t.Error(err)
+	}
+}
