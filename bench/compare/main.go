@@ -41,6 +41,7 @@ func run() error {
 		backlogF    = flag.String("backlog", "10000,1000000,5000000", "backlog: table sizes (rows), grown in turn")
 		backlogJobs = flag.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
 		backlogFut  = flag.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
+		burnRounds  = flag.Int("burn-down-rounds", 1, "burn-down: run drover and river this many times each, alternating (drover, river, then river, drover, ...), and report each one's median; the other systems run once")
 		sqlite      = flag.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous)")
 		sqliteOnly  = flag.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
 		sqliteDir   = flag.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
@@ -89,6 +90,9 @@ func run() error {
 			return fmt.Errorf("--backlog: %q is not a size of at least 2", f)
 		}
 		sizes = append(sizes, n)
+	}
+	if *burnRounds < 1 {
+		return fmt.Errorf("--burn-down-rounds must be at least 1, got %d", *burnRounds)
 	}
 	if *jobs < 1 || *insertBatch < 1 || *conc < 1 || *latRate < 1 || *backlogJobs < 1 || *maxPending < int64(*insertBatch) {
 		return fmt.Errorf("--jobs, --insert-batch, --concurrency, --latency-rate and --backlog-jobs must be positive, and --max-pending at least --insert-batch")
@@ -180,11 +184,16 @@ func run() error {
 		mach = describeMachine(ctx, admin, poolMax)
 	}
 	rep := report{Machine: mach, Settings: describeSettings(o, k, rk, wl)}
+	rep.Settings["burn_down_rounds"] = fmt.Sprint(*burnRounds)
 	for _, w := range wl {
 		runOn := systems
 		if w == "burn-down" || w == "continuous" {
 			runOn = append(append([]system(nil), systems...), sqliteSystems...)
 		}
+		if w == "burn-down" && *burnRounds > 1 {
+			runOn = burnDownSchedule(runOn, *burnRounds)
+		}
+		from := len(rep.Results)
 		for _, s := range runOn {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -209,6 +218,9 @@ func run() error {
 			if r := rep.Results[len(rep.Results)-1]; r.Error != "" {
 				logf("%s on %s: %s", w, s.name(), r.Error)
 			}
+		}
+		if w == "burn-down" && *burnRounds > 1 {
+			rep.Results = append(rep.Results[:from], mergeRounds(rep.Results[from:])...)
 		}
 	}
 	if *output == "json" {

@@ -194,6 +194,7 @@ func (r report) writeTable(w io.Writer) {
 	}
 	writeAligned(w, table)
 	fmt.Fprintln(w, "\njobs/s: higher is better; ms: lower is better; lost/dup must be 0/0. drover/river is the plain quotient.")
+	writeRounds(w, r.Results)
 	for _, e := range errs {
 		fmt.Fprintln(w, "ERROR:", e)
 	}
@@ -256,4 +257,35 @@ func heapFifths(hs []memSample, win float64) (first, last float64) {
 		return hs[0].HeapMiB, hs[len(hs)-1].HeapMiB
 	}
 	return sf / float64(nf), sl / float64(nl)
+}
+
+// writeRounds prints, for a burn-down run in rounds, each round's work rate of
+// the systems that ran more than once and the drover/river quotient of each
+// round; the table above shows the medians and lost/dup summed over the rounds.
+func writeRounds(w io.Writer, results []result) {
+	var drover, river []float64
+	for _, res := range results {
+		if res.Workload != "burn-down" || len(res.WorkRounds) == 0 {
+			continue
+		}
+		figs := make([]string, len(res.WorkRounds))
+		for i, v := range res.WorkRounds {
+			figs[i] = fmt.Sprintf("%.0f", v)
+		}
+		fmt.Fprintf(w, "burn-down work jobs/s of %s by round: %s (the table shows the median; lost/dup are summed)\n",
+			res.System, strings.Join(figs, " / "))
+		switch res.System {
+		case "drover":
+			drover = res.WorkRounds
+		case "river":
+			river = res.WorkRounds
+		}
+	}
+	if len(drover) > 0 && len(drover) == len(river) {
+		q := make([]string, len(drover))
+		for i := range drover {
+			q[i] = fmt.Sprintf("%.2f×", drover[i]/river[i])
+		}
+		fmt.Fprintf(w, "burn-down drover/river by round: %s\n", strings.Join(q, " / "))
+	}
 }

@@ -17,12 +17,13 @@ type result struct {
 	System   string `json:"system"`
 	Jobs     int64  `json:"jobs"` // jobs the workload enqueued and checked
 
-	InsertPerSec   float64 `json:"insert_jobs_per_sec,omitempty"`
-	WorkPerSec     float64 `json:"work_jobs_per_sec,omitempty"`
-	InsertSeconds  float64 `json:"insert_seconds,omitempty"`
-	WorkSeconds    float64 `json:"work_seconds,omitempty"`
-	OfferedPerSec  float64 `json:"offered_per_sec,omitempty"`
-	AchievedPerSec float64 `json:"achieved_offer_per_sec,omitempty"`
+	InsertPerSec   float64   `json:"insert_jobs_per_sec,omitempty"`
+	WorkPerSec     float64   `json:"work_jobs_per_sec,omitempty"`
+	InsertSeconds  float64   `json:"insert_seconds,omitempty"`
+	WorkSeconds    float64   `json:"work_seconds,omitempty"`
+	WorkRounds     []float64 `json:"work_jobs_per_sec_rounds,omitempty"` // --burn-down-rounds: each round's work rate, in run order
+	OfferedPerSec  float64   `json:"offered_per_sec,omitempty"`
+	AchievedPerSec float64   `json:"achieved_offer_per_sec,omitempty"`
 
 	StartP50  float64 `json:"start_p50_ms,omitempty"`
 	StartP99  float64 `json:"start_p99_ms,omitempty"`

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fakeSys is a system that only has a name: the schedule needs no more.
+type fakeSys struct {
+	system
+	n string
+}
+
+func (f fakeSys) name() string { return f.n }
+
+func sys(name string) system { return fakeSys{n: name} }
+
+func names(ss []system) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.name()
+	}
+	return out
+}
+
+// Every system runs once in its usual order, then drover and river alternate
+// which goes first, so neither always runs first.
+func TestBurnDownSchedule(t *testing.T) {
+	got := names(burnDownSchedule([]system{sys("drover"), sys("river"), sys("raw"), sys("drover-sqlite")}, 3))
+	want := []string{"drover", "river", "raw", "drover-sqlite", "river", "drover", "drover", "river"}
+	if !slices.Equal(got, want) {
+		t.Errorf("schedule = %v, want %v", got, want)
+	}
+}
+
+// The median is an actual round's rate (work and insert each their own),
+// losses and duplicates of every round count, and any round's error is kept.
+func TestMergeRounds(t *testing.T) {
+	in := []result{
+		{Workload: "burn-down", System: "drover", WorkPerSec: 50, InsertPerSec: 9, WorkSeconds: 1},
+		{Workload: "burn-down", System: "river", WorkPerSec: 30, InsertPerSec: 5},
+		{Workload: "burn-down", System: "raw", WorkPerSec: 100},
+		{Workload: "burn-down", System: "river", WorkPerSec: 20, InsertPerSec: 7, Lost: 1},
+		{Workload: "burn-down", System: "drover", WorkPerSec: 40, InsertPerSec: 8, WorkSeconds: 2, Error: "stalled"},
+		{Workload: "burn-down", System: "drover", WorkPerSec: 45, InsertPerSec: 7, WorkSeconds: 3, Dup: 2},
+		{Workload: "burn-down", System: "river", WorkPerSec: 35, InsertPerSec: 6},
+	}
+	out := mergeRounds(in)
+	if got := []string{out[0].System, out[1].System, out[2].System}; len(out) != 3 || !slices.Equal(got, []string{"drover", "river", "raw"}) {
+		t.Fatalf("merged systems = %v, want drover, river, raw once each", out)
+	}
+	d, r := out[0], out[1]
+	if d.WorkPerSec != 45 || d.WorkSeconds != 3 || d.InsertPerSec != 8 || d.Dup != 2 || !strings.Contains(d.Error, "round 2: stalled") {
+		t.Errorf("drover = %+v; want work 45 (its round), insert 8, dup 2, round 2's error", d)
+	}
+	if !slices.Equal(d.WorkRounds, []float64{50, 40, 45}) {
+		t.Errorf("drover rounds = %v, want 50, 40, 45 in run order", d.WorkRounds)
+	}
+	if r.WorkPerSec != 30 || r.InsertPerSec != 6 || r.Lost != 1 || r.Error != "" {
+		t.Errorf("river = %+v; want work 30, insert 6, lost 1, no error", r)
+	}
+	if out[2].WorkRounds != nil || out[2].WorkPerSec != 100 {
+		t.Errorf("raw ran once and = %+v; want it as it was", out[2])
+	}
+	var b strings.Builder
+	writeRounds(&b, out)
+	if !strings.Contains(b.String(), "1.67× / 2.00× / 1.29×") {
+		t.Errorf("rounds lines = %q; want the quotient of each round", b.String())
+	}
+}
