@@ -284,7 +284,10 @@ func writeRounds(w io.Writer, results []result) {
 	if len(drover) > 0 && len(drover) == len(river) {
 		q := make([]string, len(drover))
 		for i := range drover {
-			q[i] = fmt.Sprintf("%.2f×", drover[i]/river[i])
+			q[i] = "-" // a round that failed has no rate
+			if drover[i] > 0 && river[i] > 0 {
+				q[i] = fmt.Sprintf("%.2f×", drover[i]/river[i])
+			}
 		}
 		fmt.Fprintf(w, "burn-down drover/river by round: %s\n", strings.Join(q, " / "))
 	}

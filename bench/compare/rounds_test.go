@@ -68,4 +68,12 @@ func TestMergeRounds(t *testing.T) {
 	if !strings.Contains(b.String(), "1.67× / 2.00× / 1.29×") {
 		t.Errorf("rounds lines = %q; want the quotient of each round", b.String())
 	}
+	b.Reset()
+	writeRounds(&b, []result{
+		{Workload: "burn-down", System: "drover", WorkRounds: []float64{50, 40}},
+		{Workload: "burn-down", System: "river", WorkRounds: []float64{0, 20}},
+	})
+	if !strings.Contains(b.String(), "by round: - / 2.00×") {
+		t.Errorf("rounds lines = %q; want no quotient for the round river failed", b.String())
+	}
 }
