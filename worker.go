@@ -326,7 +326,7 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 						signal()
 						w.jobs.Done()
 					}()
-					w.execute(j, release)
+					w.execute(j, release, asked)
 				}()
 			}
 			backlog = err == nil && len(jobs) == want

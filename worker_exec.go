@@ -25,7 +25,9 @@ type outcome struct {
 
 // execute runs one started job to a reported end. It calls release once the
 // handler has returned (or been abandoned), before the outcome is written.
-func (w *Worker) execute(job *Job, release func()) {
+// leaseFrom is when the claim that leased the job was sent: the lease runs from
+// no earlier than that.
+func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
 	began := time.Now()
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
 	log := jobLog{w.log, job}
@@ -45,7 +47,7 @@ func (w *Worker) execute(job *Job, release func()) {
 		defer cancelT()
 	}
 
-	hb := w.startHeartbeat(fence, cancel, began)
+	hb := w.startHeartbeat(fence, cancel, leaseFrom)
 	o := w.run(ctx, h, job)
 	hb.stop()
 	release()
@@ -149,7 +151,7 @@ type heartbeater struct {
 }
 
 // startHeartbeat arms the job's heartbeat loop (see heartbeat); stop ends it.
-func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, began time.Time) *heartbeater {
+func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, leaseFrom time.Time) *heartbeater {
 	hb := &heartbeater{}
 	hb.timer = time.AfterFunc(w.cfg.HeartbeatInterval, func() {
 		hb.mu.Lock()
@@ -160,7 +162,7 @@ func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelC
 		hb.quit, hb.done = make(chan struct{}), make(chan struct{})
 		hb.mu.Unlock()
 		defer close(hb.done)
-		w.heartbeat(fence, cancel, hb.quit, began)
+		w.heartbeat(fence, cancel, hb.quit, leaseFrom)
 	})
 	return hb
 }
@@ -179,22 +181,44 @@ func (hb *heartbeater) stop() {
 }
 
 // heartbeat extends the lease now and every HeartbeatInterval until stop closes.
-// It cancels the handler when the job was canceled, when the lease is lost, or
-// when the lease may have expired because heartbeats kept failing since the lease
-// was last known good (at first: when the job began): past that point another
-// worker may own the job.
-func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}, lastOK time.Time) {
+// It cancels the handler when the job was canceled, when the lease is lost, and
+// when heartbeats kept failing: half an interval before the lease last known
+// good would expire (leaseFrom, the time the claim was sent, at first; then the
+// time the last successful heartbeat was sent), whether or not a heartbeat call
+// is under way then. Past that point the reaper may requeue the job and another
+// worker claim it, so the margin is the handler's time to stop.
+func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}, leaseFrom time.Time) {
+	margin := w.cfg.HeartbeatInterval / 2
+	giveUp := leaseFrom.Add(w.cfg.LeaseDuration - margin)
+	lost := func() {
+		cancel(fmt.Errorf("%w: no heartbeat succeeded in the %s since the lease was last renewed; it may expire within %s",
+			errLeaseLost, time.Since(giveUp.Add(margin-w.cfg.LeaseDuration)).Round(time.Millisecond), margin))
+	}
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
+	deadline := time.NewTimer(time.Until(giveUp))
+	defer deadline.Stop()
 	for first := true; ; first = false {
 		if !first {
 			select {
 			case <-stop:
 				return
+			case <-deadline.C:
+				lost()
+				return
 			case <-t.C:
 			}
 		}
-		ctx, c := context.WithTimeout(context.Background(), w.cfg.HeartbeatInterval)
+		sent := time.Now()
+		if !sent.Before(giveUp) {
+			lost()
+			return
+		}
+		callEnd := sent.Add(w.cfg.HeartbeatInterval)
+		if giveUp.Before(callEnd) {
+			callEnd = giveUp
+		}
+		ctx, c := context.WithDeadline(context.Background(), callEnd)
 		cancelRequested, err := w.be.heartbeat(ctx, fence)
 		c()
 		switch {
@@ -202,14 +226,16 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 			cancel(errCanceled)
 			return
 		case err == nil:
-			lastOK = time.Now()
+			// The lease now runs from no earlier than the request's sending.
+			giveUp = sent.Add(w.cfg.LeaseDuration - margin)
+			deadline.Reset(time.Until(giveUp))
 		case errors.Is(err, driver.ErrLeaseLost), errors.Is(err, driver.ErrNotFound):
 			cancel(fmt.Errorf("%w: %v", errLeaseLost, err))
 			return
 		default:
 			w.log.Warn("heartbeat failed", "job", fence.ID, "err", err)
-			if time.Since(lastOK) > w.cfg.LeaseDuration-w.cfg.HeartbeatInterval {
-				cancel(fmt.Errorf("%w: no successful heartbeat for %s", errLeaseLost, time.Since(lastOK).Round(time.Millisecond)))
+			if !time.Now().Before(giveUp) {
+				lost()
 				return
 			}
 		}

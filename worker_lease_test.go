@@ -1,0 +1,88 @@
+package drover_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+)
+
+// failingHeartbeats lets the first heartbeat through, answering it late (the
+// reply takes 300ms to come back, as on a congested link), and then fails every
+// heartbeat: at once, or by hanging until the call's deadline.
+type failingHeartbeats struct {
+	driver.Driver
+	hang    bool
+	calls   atomic.Int64
+	firstOK chan struct{}
+}
+
+func (f *failingHeartbeats) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
+	if f.calls.Add(1) == 1 {
+		r, err := f.Driver.JobHeartbeat(ctx, p)
+		time.Sleep(300 * time.Millisecond)
+		close(f.firstOK)
+		return r, err
+	}
+	if f.hang {
+		<-ctx.Done()
+		return driver.HeartbeatResult{}, ctx.Err()
+	}
+	return driver.HeartbeatResult{}, errors.New("connection refused")
+}
+
+// When heartbeats keep failing, the handler's context ends before the lease its
+// last successful heartbeat set expires, however late that heartbeat's answer
+// came and however the later ones fail: past the expiry the reaper may requeue
+// the job and another worker start it, and a handler that honours its context
+// must have been told to stop by then.
+func TestWorkerCancelsHandlerBeforeAnUnrenewedLeaseExpires(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		for _, hang := range []bool{false, true} {
+			base := newClient(t, kind, nil)
+			hb := &failingHeartbeats{Driver: base.Driver(), hang: hang, firstOK: make(chan struct{})}
+			c, err := drover.NewClient(hb, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := drover.NewWorkers()
+			started := make(chan struct{}, 1)
+			type stopped struct {
+				at    time.Time
+				cause error
+			}
+			ended := make(chan stopped, 1)
+			drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				ended <- stopped{time.Now(), context.Cause(ctx)}
+				return nil, ctx.Err()
+			})
+			cfg := fastWorkerConfig(ws)
+			cfg.LeaseDuration, cfg.HeartbeatInterval = 3*time.Second, time.Second // margin: half an interval
+			cfg.DefaultTimeout = time.Minute
+			startWorker(t, c, cfg)
+			id := enqueue(t, base, "job", nil, nil).ID
+			waitChan(t, started, "the handler to start")
+			waitChan(t, hb.firstOK, "the first heartbeat's answer")
+			j := getJob(t, base, id)
+			if j.LeaseExpiresAt == nil {
+				t.Fatalf("job %d has no lease after its heartbeat: %s", id, describe(j))
+			}
+			expires := *j.LeaseExpiresAt
+			got := waitChan(t, ended, "the handler's context to end")
+			if !got.at.Before(expires) {
+				t.Errorf("hang=%v: the handler's context ended %s after its lease expired, want before", hang, got.at.Sub(expires))
+			}
+			if !strings.Contains(got.cause.Error(), "lease lost") {
+				t.Errorf("hang=%v: the context's cause = %v, want the lost lease", hang, got.cause)
+			}
+			t.Logf("hang=%v: canceled %s before the lease expired: %v", hang, expires.Sub(got.at).Round(time.Millisecond), got.cause)
+		}
+	})
+}
