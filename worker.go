@@ -209,8 +209,11 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // Stop shuts down gracefully: it stops claiming, gives claimed-but-not-started jobs
 // back to their queue, and waits for running jobs until ctx ends; then it cancels
-// the handlers still running (their jobs are retried) and waits for them to return
-// or be abandoned after TimeoutGrace.
+// the handlers still running and waits for them to return or be abandoned after
+// TimeoutGrace. A handler that returns an error then has its job retried at once,
+// as a failed attempt (on its last attempt the job fails, as after a crash),
+// unless it answered Snooze or Permanent, which decide as they always do; one that
+// returns success has its result kept.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started || w.stopped {

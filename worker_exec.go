@@ -63,7 +63,8 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
 	case o.err == nil && errors.Is(cause, errShutdown):
 		// Finished despite the hard stop: the result is real, keep it.
 	case errors.Is(cause, errShutdown):
-		o.err = fmt.Errorf("%w: %v", errShutdown, o.err)
+		// %w on both: a Snooze or Permanent the handler answered with still decides.
+		o.err = fmt.Errorf("%w: %w", errShutdown, o.err)
 	case o.err != nil && errors.Is(cause, errHandlerTimeout):
 		o.err = fmt.Errorf("%v: %w", cause, o.err)
 	}

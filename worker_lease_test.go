@@ -86,3 +86,47 @@ func TestWorkerCancelsHandlerBeforeAnUnrenewedLeaseExpires(t *testing.T) {
 		}
 	})
 }
+
+// A handler that answers a hard stop with Snooze is snoozed (no execution used),
+// and one that answers with Permanent fails: the stop's own error wraps theirs
+// without hiding it.
+func TestWorkerHardStopKeepsTheHandlersSnoozeOrPermanent(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		for _, answer := range []string{"snooze", "permanent"} {
+			c := newClient(t, kind, nil)
+			ws := drover.NewWorkers()
+			started := make(chan struct{})
+			drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+				close(started)
+				<-ctx.Done()
+				if answer == "snooze" {
+					return nil, drover.Snooze(time.Minute)
+				}
+				return nil, drover.Permanent(errors.New("cannot go on"))
+			})
+			w, err := drover.NewWorker(c, fastWorkerConfig(ws))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			id := enqueue(t, c, "job", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+			waitChan(t, started, "the handler to start")
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // no grace: the handlers are canceled at once
+			_ = w.Stop(ctx)
+			j := getJob(t, c, id)
+			switch answer {
+			case "snooze":
+				if j.Status != drover.StatusQueued || j.Executions != 0 || !j.RunAt.After(time.Now().Add(30*time.Second)) {
+					t.Errorf("Snooze(1m) answered to a hard stop: %s (run_at %s), want queued a minute ahead with no execution used", describe(j), j.RunAt)
+				}
+			case "permanent":
+				if j.Status != drover.StatusFailed || !strings.Contains(j.Error, "cannot go on") {
+					t.Errorf("Permanent answered to a hard stop: %s, want failed with the handler's error", describe(j))
+				}
+			}
+		}
+	})
+}
