@@ -522,19 +522,47 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 	if actor == "" {
 		actor = "operator"
 	}
-	rows, err := d.pool.Query(ctx, queries.Get("JobCancel"), p.ID, p.RequestID, actor, nowArg(p.Now))
-	if err != nil {
-		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
-	}
-	j, err := collectOne(rows)
-	if err != nil {
-		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
-	}
-	if j != nil {
-		return j, nil
+	// A transition that commits while the statement waits for the job's lock
+	// leaves it a row its snapshot does not match (the UPDATE reads the old
+	// version, cur the new one), and the statement changes nothing. The job is
+	// still cancelable then: run it again, in a snapshot that holds that commit
+	// (and any ready row it wrote). Each round needs another commit on the same
+	// job within one lock wait, so a few suffice.
+	for round := 1; ; round++ {
+		rows, err := d.pool.Query(ctx, queries.Get("JobCancel"), p.ID, p.RequestID, actor, nowArg(p.Now))
+		if err != nil {
+			return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+		}
+		j, err := collectOne(rows)
+		if err != nil {
+			return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+		}
+		if j != nil {
+			return j, nil
+		}
+		if round == cancelRounds {
+			break
+		}
+		if p.RequestID != "" {
+			if j, err := d.replay(ctx, d.pool, p.ID, p.RequestID); err != nil || j != nil {
+				if err != nil {
+					return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+				}
+				return j, nil
+			}
+		}
+		var status string
+		var attempt int
+		err = d.pool.QueryRow(ctx, queries.Get("JobStatus"), p.ID).Scan(&status, &attempt)
+		if err != nil || lifecycle.Status(status).Terminal() {
+			break // diagnosed below
+		}
 	}
 	return d.diagnose(ctx, d.pool, "cancel", p.ID, p.RequestID, driver.ErrInvalidTransition)
 }
+
+// cancelRounds bounds how often JobCancel runs its statement for one call.
+const cancelRounds = 5
 
 // fenced runs a guarded transition and, when its guard matched nothing, works out why.
 func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {

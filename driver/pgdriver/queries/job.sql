@@ -442,6 +442,9 @@ SELECT * FROM j;
 -- it, and its update of the job, which waits for this statement, then finds the
 -- job canceled and leaves it. Waiting for the row instead, while holding the job,
 -- would close a cycle with that claim (see JobClaimByID).
+-- When cur waited for a transition that changed the job, the UPDATE (which
+-- reads the version of the statement's snapshot) matches nothing, nothing is
+-- written, and the caller runs the statement again.
 WITH cur AS (
     SELECT id, status, queue, priority, run_at FROM drover_jobs
     WHERE id = $1 AND status NOT IN ('succeeded','failed','canceled','skipped')
@@ -463,7 +466,7 @@ unready AS (
     DELETE FROM drover_ready WHERE ctid = ANY (ARRAY(
         SELECT r.ctid FROM drover_ready r JOIN cur
           ON r.queue = cur.queue AND r.priority = cur.priority AND r.run_at = cur.run_at AND r.id = cur.id
-        WHERE cur.status IN ('queued','stalled')
+        WHERE cur.status IN ('queued','stalled') AND EXISTS (SELECT 1 FROM j)
         FOR UPDATE OF r SKIP LOCKED))
 ),
 fin AS (

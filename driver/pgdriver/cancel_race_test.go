@@ -1,0 +1,116 @@
+package pgdriver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// waitBlocked waits until a backend running a statement that contains marker
+// waits for a lock.
+func waitBlocked(t *testing.T, d *pgdriver.Driver, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := d.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, marker).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no backend is waiting for a lock in a statement with %q", marker)
+}
+
+// A cancel that waits for the job's lock while another transition (a claim, a
+// snooze) commits still cancels the job, which is not terminal: before, the
+// statement's UPDATE read the job as of before that commit, matched nothing and
+// the cancel was refused as an invalid transition while the job ran on. The
+// snooze's new ready row goes with the cancel.
+func TestCancelWaitingForATransitionStillCancels(t *testing.T) {
+	for _, racing := range []string{"claim", "snooze"} {
+		t.Run(racing, func(t *testing.T) {
+			ctx := context.Background()
+			d := open(t)
+			insertWaiting(t, d, 1)
+			var id int64
+			var fence driver.FenceParams
+			if racing == "snooze" {
+				jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true})
+				if err != nil || len(jobs) != 1 {
+					t.Fatal(jobs, err)
+				}
+				id, fence = jobs[0].ID, driver.FenceParams{ID: jobs[0].ID, Attempt: jobs[0].Attempt, LeaseToken: jobs[0].LeaseToken}
+			} else if err := d.Pool().QueryRow(ctx, "SELECT id FROM drover_jobs").Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			// Hold the job's row so that both calls queue behind it, the racing one first.
+			tx, err := d.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", id); err != nil {
+				t.Fatal(err)
+			}
+			raced := make(chan error, 1)
+			go func() {
+				var err error
+				if racing == "claim" {
+					_, err = d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w"})
+				} else {
+					_, err = d.JobSnooze(ctx, driver.SnoozeParams{FenceParams: fence, Delay: time.Hour})
+				}
+				raced <- err
+			}()
+			if racing == "claim" {
+				waitBlocked(t, d, "drover_ready")
+			} else {
+				waitBlocked(t, d, "'snoozed'")
+			}
+			type answer struct {
+				j   *driver.Job
+				err error
+			}
+			canceled := make(chan answer, 1)
+			go func() {
+				j, err := d.JobCancel(ctx, driver.CancelParams{ID: id})
+				canceled <- answer{j, err}
+			}()
+			waitBlocked(t, d, "'canceled'")
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-raced; err != nil {
+				t.Fatalf("the racing %s: %v", racing, err)
+			}
+			got := <-canceled
+			cur, err := d.JobGet(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.err != nil || got.j == nil || got.j.Status != lifecycle.StatusCanceled || cur.Status != lifecycle.StatusCanceled {
+				t.Fatalf("cancel racing a %s = %v, %v; job is %s, want canceled", racing, got.j, got.err, cur.Status)
+			}
+			evs, err := d.JobEvents(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := evs[len(evs)-1]
+			want := map[string]lifecycle.Status{"claim": lifecycle.StatusClaimed, "snooze": lifecycle.StatusQueued}[racing]
+			if last.Type != "canceled" || last.From != want || last.Seq != cur.Rev {
+				t.Errorf("last event = %+v, want canceled from %s at seq %d", last, want, cur.Rev)
+			}
+			if err := d.CheckInvariants(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
