@@ -44,13 +44,15 @@ type snoozeError struct{ d time.Duration }
 func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.d) }
 
 // Snooze, returned by a handler, puts the job back in the queue to run after d.
-// A snooze does not count against max_attempts.
+// A snooze does not count against max_attempts. d is at most MaxSnooze, the
+// longest a server accepts from a remote worker; a longer one is cut to it, so a
+// handler snoozes alike under NewWorker and NewRemoteWorker.
 func Snooze(d time.Duration) error {
-	if d < 0 {
-		d = 0
-	}
-	return &snoozeError{d}
+	return &snoozeError{min(max(d, 0), MaxSnooze)}
 }
+
+// MaxSnooze is the longest snooze: 366 days.
+const MaxSnooze = 366 * 24 * time.Hour
 
 // PanicError is the error recorded for a handler that panicked; the job is retried.
 type PanicError struct {

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -274,6 +275,7 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 		f, snooze, snoozed = w.classify(job, h, o.err)
 	}
 	var outcome string
+	refused := false // a report was refused and replaced by a failure
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		var err error
 		switch {
@@ -316,6 +318,17 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 			return
 		}
 		if !retryable(err) {
+			if !refused {
+				// The server refused the report itself (a 4xx other than a lost
+				// lease): report a failure that says so instead, which it can
+				// take, rather than leave the job running until its lease
+				// expires and the reaper counts the execution again.
+				refused = true
+				log.Error("result refused; reporting a failure instead", "err", err)
+				f = refusedFailure(o.err, snoozed, f, err)
+				o.err, snoozed = errors.New(f.err), false
+				continue
+			}
 			log.Error("result refused; the job will be retried after its lease expires", "err", err)
 			return
 		}
@@ -326,6 +339,36 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 		log.Warn("recording the result failed; retrying", "err", err)
 		time.Sleep(wait) // backoff between attempts to reach the store
 	}
+}
+
+// refusedFailure is the failure reported in place of an outcome the server
+// refused: a result it cannot take (too large, say) fails the job for good, as a
+// result the database cannot store does on a local worker; a refused failure or
+// snooze is reported as a failure under the retry policy, its own error cut to
+// what any request can carry.
+func refusedFailure(handlerErr error, snoozed bool, f failure, refusal error) failure {
+	const keep = 4 << 10
+	switch {
+	case handlerErr == nil:
+		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the result was refused by the server: %v", refusal), keep)), permanent: true}
+	case snoozed:
+		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the snooze was refused by the server: %v", refusal), keep))}
+	}
+	f.err = truncate(fmt.Sprintf("the failure report was refused by the server: %v; the handler's error: %s", refusal, f.err), keep)
+	f.stack = ""
+	return f
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, saying so.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes cut)", len(s)-cut)
 }
 
 // jsonNull is the stored result of a handler that returned nil.
