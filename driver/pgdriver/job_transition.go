@@ -26,26 +26,62 @@ func leaseOr(d time.Duration) time.Duration {
 
 // JobClaim implements driver.Driver.
 func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
-	if p.RequestID != "" {
-		var seen bool
-		if err := d.pool.QueryRow(ctx, queries.Get("ClaimSeen"), p.RequestID).Scan(&seen); err != nil {
+	if p.RequestID == "" {
+		return d.claim(ctx, d.pool, p)
+	}
+	// A repeat must find the first call's claim, even while that call runs: the
+	// check and the claim hold a session lock on the request id, on the one
+	// connection that runs both, so a second call waits until the first has
+	// committed and then replays it.
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, hashtext($2))", claimRequestLock, p.RequestID); err != nil {
+		return nil, fmt.Errorf("claim: lock request %q: %w", p.RequestID, err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1, hashtext($2))", claimRequestLock, p.RequestID); err != nil {
+			_ = conn.Conn().Close(ctx) // ending the session releases the lock
+		}
+	}()
+	var seen bool
+	if err := conn.QueryRow(ctx, queries.Get("ClaimSeen"), p.RequestID).Scan(&seen); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	if seen {
+		rows, err := conn.Query(ctx, queries.Get("ClaimReplay"), p.RequestID, p.Owner)
+		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
-		if seen {
-			rows, err := d.pool.Query(ctx, queries.Get("ClaimReplay"), p.RequestID, p.Owner)
-			if err != nil {
-				return nil, fmt.Errorf("claim: %w", err)
-			}
-			jobs, err := collectJobs(rows)
-			if err != nil {
-				return nil, fmt.Errorf("claim: %w", err)
-			}
-			for _, j := range jobs {
-				j.Replayed = true
-			}
-			return jobs, nil
+		jobs, err := collectJobs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
 		}
+		for _, j := range jobs {
+			j.Replayed = true
+		}
+		return jobs, nil
 	}
+	return d.claim(ctx, conn, p)
+}
+
+// claimRequestLock is the first key of the advisory locks JobClaim takes on
+// request ids ('dcl' in ASCII), so they share no key with other locks.
+const claimRequestLock = 0x64636c
+
+// claimDB runs a claim's statements: the pool, or the connection holding the
+// request's lock.
+type claimDB interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// claim is JobClaim once the request is known to be new.
+func (d *Driver) claim(ctx context.Context, q claimDB, p driver.ClaimParams) ([]*driver.Job, error) {
 	lease := micros(leaseOr(p.LeaseDuration))
 	if p.ID == 0 {
 		limit := p.Limit
@@ -53,18 +89,18 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 			limit = 1
 		}
 		if len(p.Queues) != 1 {
-			return d.claimQueues(ctx, p, limit, lease)
+			return d.claimQueues(ctx, q, p, limit, lease)
 		}
-		return d.claimQueue(ctx, p, limit, lease)
+		return d.claimQueue(ctx, q, p, limit, lease)
 	}
-	return d.claimByIDs(ctx, []int64{p.ID}, p, lease)
+	return d.claimByIDs(ctx, q, []int64{p.ID}, p, lease)
 }
 
 // claimByIDs claims the jobs of ids that are still claimable, under SKIP LOCKED.
 // Planned with its values on each call (QueryExecModeExec): a generic plan built
 // while the table is small would scan it sequentially.
-func (d *Driver) claimByIDs(ctx context.Context, ids []int64, p driver.ClaimParams, lease int64) ([]*driver.Job, error) {
-	rows, err := d.pool.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
+func (d *Driver) claimByIDs(ctx context.Context, q claimDB, ids []int64, p driver.ClaimParams, lease int64) ([]*driver.Job, error) {
+	rows, err := q.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
 		ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -96,7 +132,7 @@ const claimPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_p
 // claim cursor when it has one (claimCursors); when that claim comes back
 // short, jobs may wait behind the cursor, and the rest of the limit is asked
 // for again from the start at once.
-func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int, lease int64) ([]*driver.Job, error) {
+func (d *Driver) claimQueue(ctx context.Context, q claimDB, p driver.ClaimParams, limit int, lease int64) ([]*driver.Job, error) {
 	queue, now := p.Queues[0], time.Now()
 	if p.Now != nil {
 		now = *p.Now
@@ -106,13 +142,13 @@ func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int
 	if cur != nil {
 		scanned = cur.scanned
 	}
-	jobs, err := d.claimQueueFrom(ctx, p, limit, lease, cur)
+	jobs, err := d.claimQueueFrom(ctx, q, p, limit, lease, cur)
 	if err != nil {
 		d.cursors.forget(queue)
 		return nil, err
 	}
 	if cur != nil && len(jobs) < limit {
-		more, err := d.claimQueueFrom(ctx, p, limit-len(jobs), lease, nil)
+		more, err := d.claimQueueFrom(ctx, q, p, limit-len(jobs), lease, nil)
 		if err != nil {
 			d.cursors.forget(queue)
 			if len(jobs) == 0 {
@@ -134,13 +170,13 @@ func (d *Driver) claimQueue(ctx context.Context, p driver.ClaimParams, limit int
 // settings and the claim go in one batch: one round trip and one implicit
 // transaction, which commits when the batch closes, so a commit's error is the
 // claim's.
-func (d *Driver) claimQueueFrom(ctx context.Context, p driver.ClaimParams, limit int, lease int64, cur *claimCursor) ([]*driver.Job, error) {
+func (d *Driver) claimQueueFrom(ctx context.Context, q claimDB, p driver.ClaimParams, limit int, lease int64, cur *claimCursor) ([]*driver.Job, error) {
 	curPrio, curRunAt, curID := cur.args()
 	b := &pgx.Batch{}
 	b.Queue(claimPlanSettings)
 	b.Queue(queries.Get("JobClaimQueue"), p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start,
 		curPrio, curRunAt, curID)
-	br := d.pool.SendBatch(ctx, b)
+	br := q.SendBatch(ctx, b)
 	jobs, err := func() ([]*driver.Job, error) {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
@@ -172,17 +208,17 @@ const claimRounds = 3
 // while jobs are ready. Each round commits on its own: once a round has claimed
 // jobs, a later round's error ends the claim with the jobs already held (they
 // are leased to p.Owner, and the caller must run them).
-func (d *Driver) claimQueues(ctx context.Context, p driver.ClaimParams, limit int, lease int64) ([]*driver.Job, error) {
+func (d *Driver) claimQueues(ctx context.Context, q claimDB, p driver.ClaimParams, limit int, lease int64) ([]*driver.Job, error) {
 	out := []*driver.Job{}
 	skipped := map[int64]bool{}
 	for round := 0; round < claimRounds && len(out) < limit; round++ {
-		ids, err := d.claimCandidates(ctx, p.Queues, limit-len(out), skipped, p.Now)
+		ids, err := d.claimCandidates(ctx, q, p.Queues, limit-len(out), skipped, p.Now)
 		if err == nil && len(ids) == 0 {
 			break
 		}
 		var jobs []*driver.Job
 		if err == nil {
-			jobs, err = d.claimByIDs(ctx, ids, p, lease)
+			jobs, err = d.claimByIDs(ctx, q, ids, p, lease)
 		}
 		if err != nil {
 			if len(out) > 0 {
@@ -234,7 +270,7 @@ func claimedBefore(pa int, ra time.Time, ia int64, pb int, rb time.Time, ib int6
 // not in skip, in claim order: each queue is asked for its first limit+len(skip)
 // (a walk of its part of drover_ready's key that stops there), and the answers are
 // merged. They are read without locks; the claim locks them and checks each again.
-func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int, skip map[int64]bool, now *time.Time) ([]int64, error) {
+func (d *Driver) claimCandidates(ctx context.Context, db claimDB, queues []string, limit int, skip map[int64]bool, now *time.Time) ([]int64, error) {
 	type cand struct {
 		id       int64
 		priority int32
@@ -247,7 +283,7 @@ func (d *Driver) claimCandidates(ctx context.Context, queues []string, limit int
 			continue
 		}
 		seen[q] = true
-		rows, err := d.pool.Query(ctx, queries.Get("ClaimCandidatesInQueue"), pgx.QueryExecModeExec, q, limit+len(skip), nowArg(now))
+		rows, err := db.Query(ctx, queries.Get("ClaimCandidatesInQueue"), pgx.QueryExecModeExec, q, limit+len(skip), nowArg(now))
 		if err != nil {
 			return nil, fmt.Errorf("claim: candidates of queue %q: %w", q, err)
 		}

@@ -114,3 +114,56 @@ func TestCancelWaitingForATransitionStillCancels(t *testing.T) {
 		})
 	}
 }
+
+// A repeat of a claim request sent while the first call still runs (a client's
+// retry after a timeout) waits for it and answers its jobs; before, both calls
+// saw no claim of the request yet and each claimed jobs of its own.
+func TestClaimRepeatedWhileTheFirstRunsReplaysIt(t *testing.T) {
+	ctx := context.Background()
+	d := open(t)
+	insertWaiting(t, d, 2)
+	// Hold the first job's row so that the first call stops inside its claim.
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var first int64
+	if err := tx.QueryRow(ctx, "SELECT id FROM drover_jobs ORDER BY id LIMIT 1 FOR UPDATE").Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	p := driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", RequestID: "claim-1"}
+	type answer struct {
+		jobs []*driver.Job
+		err  error
+	}
+	calls := make(chan answer, 2)
+	go func() { j, err := d.JobClaim(ctx, p); calls <- answer{j, err} }()
+	waitBlocked(t, d, "drover_ready")
+	go func() { j, err := d.JobClaim(ctx, p); calls <- answer{j, err} }()
+	waitBlocked(t, d, "pg_advisory_lock")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, b := <-calls, <-calls
+	if a.err != nil || b.err != nil {
+		t.Fatal(a.err, b.err)
+	}
+	if len(a.jobs) != 1 || len(b.jobs) != 1 || a.jobs[0].ID != first || b.jobs[0].ID != first || !b.jobs[0].Replayed {
+		t.Errorf("first call %v, its repeat %v: want job %d claimed once and the repeat replayed", a.jobs, b.jobs, first)
+	}
+	var leased int
+	if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM drover_jobs WHERE status IN ('claimed','running')").Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 1 {
+		t.Errorf("one claim request of limit 1 leased %d jobs", leased)
+	}
+	var locks int
+	if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 6579052 AND objsubid = 2").Scan(&locks); err != nil {
+		t.Fatal(err)
+	}
+	if locks != 0 {
+		t.Errorf("%d advisory locks still held after both calls", locks)
+	}
+}
