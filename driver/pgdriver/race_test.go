@@ -5,20 +5,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/lifecycle"
 )
 
 // waitBlocked waits until a backend running a statement that contains marker
-// waits for a lock.
-func waitBlocked(t *testing.T, d *pgdriver.Driver, marker string) {
+// waits for a lock that holder (a backend pid) holds, or that a backend waiting
+// for holder holds: the tests of other packages share the server.
+func waitBlocked(t *testing.T, d *pgdriver.Driver, marker string, holder int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		var n int
-		if err := d.Pool().QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, marker).Scan(&n); err != nil {
+		if err := d.Pool().QueryRow(context.Background(), `
+			SELECT count(*) FROM pg_stat_activity a
+			WHERE a.wait_event_type = 'Lock' AND position($1 in a.query) > 0
+			  AND ($2 = ANY (pg_blocking_pids(a.pid)) OR EXISTS (
+			      SELECT 1 FROM unnest(pg_blocking_pids(a.pid)) b(pid) WHERE $2 = ANY (pg_blocking_pids(b.pid))))`,
+			marker, holder).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -26,7 +33,17 @@ func waitBlocked(t *testing.T, d *pgdriver.Driver, marker string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no backend is waiting for a lock in a statement with %q", marker)
+	t.Fatalf("no backend is waiting, behind backend %d, for a lock in a statement with %q", holder, marker)
+}
+
+// backendPID is the pid of the backend running tx.
+func backendPID(t *testing.T, tx pgx.Tx) int {
+	t.Helper()
+	var pid int
+	if err := tx.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
 // A cancel that waits for the job's lock while another transition (a claim, a
@@ -60,6 +77,7 @@ func TestCancelWaitingForATransitionStillCancels(t *testing.T) {
 			if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", id); err != nil {
 				t.Fatal(err)
 			}
+			holder := backendPID(t, tx)
 			raced := make(chan error, 1)
 			go func() {
 				var err error
@@ -71,9 +89,9 @@ func TestCancelWaitingForATransitionStillCancels(t *testing.T) {
 				raced <- err
 			}()
 			if racing == "claim" {
-				waitBlocked(t, d, "drover_ready")
+				waitBlocked(t, d, "drover_ready", holder)
 			} else {
-				waitBlocked(t, d, "'snoozed'")
+				waitBlocked(t, d, "'snoozed'", holder)
 			}
 			type answer struct {
 				j   *driver.Job
@@ -84,7 +102,7 @@ func TestCancelWaitingForATransitionStillCancels(t *testing.T) {
 				j, err := d.JobCancel(ctx, driver.CancelParams{ID: id})
 				canceled <- answer{j, err}
 			}()
-			waitBlocked(t, d, "'canceled'")
+			waitBlocked(t, d, "'canceled'", holder)
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -132,6 +150,7 @@ func TestClaimRepeatedWhileTheFirstRunsReplaysIt(t *testing.T) {
 	if err := tx.QueryRow(ctx, "SELECT id FROM drover_jobs ORDER BY id LIMIT 1 FOR UPDATE").Scan(&first); err != nil {
 		t.Fatal(err)
 	}
+	holder := backendPID(t, tx)
 	p := driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", RequestID: "claim-1"}
 	type answer struct {
 		jobs []*driver.Job
@@ -139,9 +158,9 @@ func TestClaimRepeatedWhileTheFirstRunsReplaysIt(t *testing.T) {
 	}
 	calls := make(chan answer, 2)
 	go func() { j, err := d.JobClaim(ctx, p); calls <- answer{j, err} }()
-	waitBlocked(t, d, "drover_ready")
+	waitBlocked(t, d, "drover_ready", holder)
 	go func() { j, err := d.JobClaim(ctx, p); calls <- answer{j, err} }()
-	waitBlocked(t, d, "pg_advisory_lock")
+	waitBlocked(t, d, "pg_advisory_lock", holder)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
