@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/lifecycle"
@@ -611,6 +612,12 @@ func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FencePa
 		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
 	}
 	j, err := collectOne(rows)
+	if p.RequestID != "" && isRequestRepeat(err) {
+		// A repeat that ran while the first call was in flight and passed the
+		// guard too (a heartbeat leaves the status as it is): the first one's
+		// event holds the request_id, so this one rolled back. Answer as a repeat.
+		return d.diagnose(ctx, q, op, p.ID, p.RequestID, otherwise)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
 	}
@@ -618,6 +625,13 @@ func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FencePa
 		return j, nil
 	}
 	return d.diagnose(ctx, q, op, p.ID, p.RequestID, otherwise)
+}
+
+// isRequestRepeat reports whether err is the unique violation of an event
+// whose job already logged the same request_id.
+func isRequestRepeat(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "drover_job_events_job_request_idx"
 }
 
 // diagnose explains a guard that matched nothing: a repeated request_id answers

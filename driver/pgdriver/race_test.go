@@ -12,28 +12,32 @@ import (
 	"github.com/drover-dev/drover/lifecycle"
 )
 
-// waitBlocked waits until a backend running a statement that contains marker
-// waits for a lock that holder (a backend pid) holds, or that a backend waiting
+// waitBlocked waits until n backends running a statement that contains marker
+// wait for a lock that holder (a backend pid) holds, or that a backend waiting
 // for holder holds: the tests of other packages share the server.
-func waitBlocked(t *testing.T, d *pgdriver.Driver, marker string, holder int) {
+func waitBlocked(t *testing.T, d *pgdriver.Driver, marker string, holder int, n ...int) {
 	t.Helper()
+	want := 1
+	if len(n) > 0 {
+		want = n[0]
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		var n int
+		var got int
 		if err := d.Pool().QueryRow(context.Background(), `
 			SELECT count(*) FROM pg_stat_activity a
 			WHERE a.wait_event_type = 'Lock' AND position($1 in a.query) > 0
 			  AND ($2 = ANY (pg_blocking_pids(a.pid)) OR EXISTS (
 			      SELECT 1 FROM unnest(pg_blocking_pids(a.pid)) b(pid) WHERE $2 = ANY (pg_blocking_pids(b.pid))))`,
-			marker, holder).Scan(&n); err != nil {
+			marker, holder).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
+		if got >= want {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no backend is waiting, behind backend %d, for a lock in a statement with %q", holder, marker)
+	t.Fatalf("fewer than %d backends are waiting, behind backend %d, for a lock in a statement with %q", want, holder, marker)
 }
 
 // backendPID is the pid of the backend running tx.
@@ -184,5 +188,51 @@ func TestClaimRepeatedWhileTheFirstRunsReplaysIt(t *testing.T) {
 	}
 	if locks != 0 {
 		t.Errorf("%d advisory locks still held after both calls", locks)
+	}
+}
+
+// Two calls of one heartbeat request in flight at once (a retry after a lost
+// answer) both pass the guard, since a heartbeat leaves the status as it is; the
+// second's event then repeats the request_id. It is answered as a repeat, not
+// with the unique violation.
+func TestHeartbeatRepeatedWhileTheFirstRunsIsAReplay(t *testing.T) {
+	ctx := context.Background()
+	d := open(t)
+	insertWaiting(t, d, 1)
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true})
+	if err != nil || len(jobs) != 1 {
+		t.Fatal(jobs, err)
+	}
+	j := jobs[0]
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	holder := backendPID(t, tx)
+	hp := driver.HeartbeatParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken,
+		RequestID: "hb-1", LeaseDuration: time.Minute}}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := d.JobHeartbeat(ctx, hp); errs <- err }()
+	}
+	waitBlocked(t, d, "'heartbeat'", holder, 2)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("a call of heartbeat request %q: %v", hp.RequestID, err)
+		}
+	}
+	cur, err := d.JobGet(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Rev != j.Rev+1 {
+		t.Errorf("rev %d after one heartbeat request from rev %d, want one bump", cur.Rev, j.Rev)
 	}
 }
