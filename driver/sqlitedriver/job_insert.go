@@ -38,12 +38,27 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 		return nil, fmt.Errorf("sqlitedriver: JobInsertManyTx needs a *sql.Tx, got %T", tx)
 	}
 	now := time.Now().UTC()
-	results, err := insertMany(ctx, sqlTx, params, now)
-	if err != nil {
-		return nil, err
+	// insertMany runs several statements, and a failed one does not end a
+	// SQLite transaction (a canceled context can even fail a statement that
+	// ran): under a savepoint, a call that fails leaves nothing in the
+	// caller's transaction, which may still commit its own work.
+	if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT drover_insert"); err != nil {
+		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
 	}
-	d.publishReady(results, now)
-	return results, nil
+	results, err := insertMany(ctx, sqlTx, params, now)
+	after := context.WithoutCancel(ctx) // the savepoint ends whatever became of ctx
+	if err == nil {
+		if _, err = sqlTx.ExecContext(after, "RELEASE drover_insert"); err == nil {
+			d.publishReady(results, now)
+			return results, nil
+		}
+		err = fmt.Errorf("insert %d jobs: %w", len(params), err)
+	}
+	if _, rerr := sqlTx.ExecContext(after, "ROLLBACK TO drover_insert"); rerr != nil {
+		return nil, fmt.Errorf("%w (and undoing it failed: %v; roll the transaction back)", err, rerr)
+	}
+	_, _ = sqlTx.ExecContext(after, "RELEASE drover_insert")
+	return nil, err
 }
 
 // insertMany inserts params with one INSERT … SELECT per chunk and logs their
