@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -127,6 +128,67 @@ func TestWorkerHardStopKeepsTheHandlersSnoozeOrPermanent(t *testing.T) {
 					t.Errorf("Permanent answered to a hard stop: %s, want failed with the handler's error", describe(j))
 				}
 			}
+		}
+	})
+}
+
+// claimThenStop claims for real, then, on the first claim that got jobs, waits
+// for the claim's context to end (at most half a second, within the test's lease
+// of two) and, if it does, answers as a driver whose commit went through just
+// before its context ended: with the context's error.
+type claimThenStop struct {
+	driver.Driver
+	once    sync.Once
+	inClaim chan struct{}
+}
+
+func (c *claimThenStop) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	jobs, err := c.Driver.JobClaim(context.WithoutCancel(ctx), p)
+	if err != nil || len(jobs) == 0 {
+		return jobs, err
+	}
+	first := false
+	c.once.Do(func() { first = true; close(c.inClaim) })
+	if first {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond): // not canceled: go on
+		}
+	}
+	return jobs, nil
+}
+
+// Stop lets a claim under way finish and runs its jobs: canceled between its
+// commit and its answer, the claim's jobs sat running, never run, until their
+// lease expired and the reaper counted an execution (on a last attempt: failed
+// without a run).
+func TestWorkerStopDoesNotDropAClaimUnderWay(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		base := newClient(t, kind, nil)
+		drv := &claimThenStop{Driver: base.Driver(), inClaim: make(chan struct{})}
+		c, err := drover.NewClient(drv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := drover.NewWorkers()
+		drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) { return "ran", nil })
+		w, err := drover.NewWorker(c, fastWorkerConfig(ws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := enqueue(t, base, "job", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		waitChan(t, drv.inClaim, "the claim")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if j := getJob(t, base, id); j.Status != drover.StatusSucceeded {
+			t.Errorf("the job of a claim under way at Stop: %s, want it run and succeeded", describe(j))
 		}
 	})
 }
