@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -106,20 +109,80 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // wrong types and malformed JSON are 400s that name what was wrong. The body is
 // JSON whatever the Content-Type says, so `curl -d '{…}'` works as typed.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("reading the request body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
 		return badRequest("request body has data after the JSON object")
+	}
+	return exactNames(body, v)
+}
+
+// exactNames refuses a field whose name matches one of v's only when case is
+// ignored, as encoding/json does: {"KIND": …} would be taken as kind, and a
+// second spelling of a name would silently win over the first.
+func exactNames(body []byte, v any) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return badRequest("request body must be a JSON object")
+	}
+	names := fieldNames(reflect.TypeOf(v))
+	for name := range fields {
+		if names[name] {
+			continue
+		}
+		for known := range names {
+			if strings.EqualFold(known, name) {
+				return badRequest("unknown field %q (field names are case-sensitive: %q)", name, known)
+			}
+		}
+		return badRequest("unknown field %q", name)
 	}
 	return nil
 }
+
+// fieldNames are the JSON names of the fields of the struct t points to,
+// embedded structs' included.
+func fieldNames(t reflect.Type) map[string]bool {
+	if cached, ok := fieldNamesCache.Load(t); ok {
+		return cached.(map[string]bool)
+	}
+	names := map[string]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case tag == "-":
+			case f.Anonymous && tag == "":
+				walk(f.Type)
+			case tag != "":
+				names[tag] = true
+			case f.IsExported():
+				names[f.Name] = true
+			}
+		}
+	}
+	walk(t)
+	fieldNamesCache.Store(t, names)
+	return names
+}
+
+var fieldNamesCache sync.Map // reflect.Type → map[string]bool
 
 func decodeError(err error) error {
 	var syn *json.SyntaxError
@@ -147,7 +210,9 @@ func decodeError(err error) error {
 
 func jsonKind(goType string) string {
 	switch {
-	case strings.Contains(goType, "int"), strings.Contains(goType, "float"):
+	case strings.Contains(goType, "int"):
+		return "an integer"
+	case strings.Contains(goType, "float"):
 		return "a number"
 	case strings.Contains(goType, "string"):
 		return "a string"

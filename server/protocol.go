@@ -181,10 +181,14 @@ type fenceRequest struct {
 
 func (f *fenceRequest) fence() (driver.FenceParams, error) {
 	switch {
-	case f.TaskID == nil || *f.TaskID < 1:
+	case f.TaskID == nil:
 		return driver.FenceParams{}, driver.Invalid("task_id", "is required (a positive integer)")
-	case f.Attempt == nil || *f.Attempt < 1:
+	case *f.TaskID < 1:
+		return driver.FenceParams{}, driver.Invalid("task_id", "%d, must be a positive integer", *f.TaskID)
+	case f.Attempt == nil:
 		return driver.FenceParams{}, driver.Invalid("attempt", "is required (the attempt the claim returned)")
+	case *f.Attempt < 1:
+		return driver.FenceParams{}, driver.Invalid("attempt", "%d is not an attempt a claim returned", *f.Attempt)
 	case *f.Attempt > maxInt32:
 		return driver.FenceParams{}, driver.Invalid("attempt", "%d is not an attempt a claim returned", *f.Attempt)
 	case f.LeaseToken == nil || *f.LeaseToken == "":
