@@ -109,12 +109,19 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
 	}
 	ch := outcomeChans.Get().(chan outcome)
 	go func() {
+		returned := false
 		defer func() {
 			if r := recover(); r != nil {
 				ch <- outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}}
+			} else if !returned {
+				// runtime.Goexit (t.FailNow in a handler, say): no value and no
+				// panic, but the handler is over; without an answer the job would
+				// hold its slot and lease until its timeout, or for ever.
+				ch <- outcome{err: errHandlerGoexit}
 			}
 		}()
 		res, err := h.run(ctx, job)
+		returned = true
 		ch <- outcome{res, err}
 	}()
 	select {
@@ -135,6 +142,10 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
 			w.cfg.TimeoutGrace, context.Cause(ctx))}
 	}
 }
+
+// errHandlerGoexit is the outcome of a handler that ended its goroutine with
+// runtime.Goexit instead of returning.
+var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of returning")
 
 // outcomeChans recycles the channels handlers answer on, each once; a channel
 // goes back only after its answer was received.

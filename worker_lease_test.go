@@ -3,6 +3,7 @@ package drover_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,28 @@ func TestWorkerStopDoesNotDropAClaimUnderWay(t *testing.T) {
 		}
 		if j := getJob(t, base, id); j.Status != drover.StatusSucceeded {
 			t.Errorf("the job of a claim under way at Stop: %s, want it run and succeeded", describe(j))
+		}
+	})
+}
+
+// A handler that ends its goroutine with runtime.Goexit (t.FailNow in a
+// handler, say) ends its job like an error: it used to hold its slot and lease
+// until its timeout, or for ever without one.
+func TestWorkerHandlerCallingGoexitFailsItsJob(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runtime.Goexit()
+			return nil, nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.DefaultTimeout = -1 // none
+		startWorker(t, c, cfg)
+		id := enqueue(t, c, "job", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		j := waitStatus(t, c, id, drover.StatusFailed)
+		if !strings.Contains(j.Error, "Goexit") {
+			t.Errorf("job of a handler that called Goexit: %s, want failed saying so", describe(j))
 		}
 	})
 }
