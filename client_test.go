@@ -82,6 +82,24 @@ func TestClientEnqueueDefaults(t *testing.T) {
 				j.Queue, j.Priority, j.RunAt, j.MaxAttempts, j.Timeout, runAt)
 		}
 		wantJSON(t, "metadata", j.Metadata, map[string]string{"trace": "t1"})
+
+		// Empty metadata is none, on either driver and inside a transaction:
+		// PostgreSQL refused '' as jsonb, and the error aborted the caller's
+		// transaction.
+		for name, m := range map[string]any{"string": "", "raw": json.RawMessage{}, "bytes": []byte{}} {
+			tx, commit, rollback := beginTx(t, c)
+			res, err := c.EnqueueTx(context.Background(), tx, "empty-metadata", nil, &drover.EnqueueOpts{Metadata: m})
+			if err != nil {
+				_ = rollback()
+				t.Fatalf("EnqueueTx with empty %s metadata: %v", name, err)
+			}
+			if err := commit(); err != nil {
+				t.Fatalf("commit after EnqueueTx with empty %s metadata: %v", name, err)
+			}
+			if got := getJob(t, c, res.Job.ID).Metadata; len(got) != 0 && string(got) != "null" {
+				t.Errorf("empty %s metadata stored as %s, want none", name, got)
+			}
+		}
 	})
 }
 

@@ -57,7 +57,9 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	if err := validateObject("args", p.Args); err != nil {
 		return err
 	}
-	if len(p.Metadata) > 0 {
+	if len(p.Metadata) == 0 {
+		p.Metadata = nil // empty is none, on every driver (PostgreSQL would refuse '' as jsonb)
+	} else {
 		if err := validateObject("metadata", p.Metadata); err != nil {
 			return err
 		}
