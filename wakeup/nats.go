@@ -25,6 +25,7 @@ const (
 	DefaultAckWait       = 30 * time.Second
 	DefaultMaxDeliver    = 5
 	DefaultFetchBatch    = 1
+	DefaultPublishWait   = time.Second
 )
 
 // fetchWait bounds one pull request, so a subscriber notices a dead consumer or a
@@ -62,6 +63,11 @@ type NATSOptions struct {
 	// pointers wait in the subscriber until its receiver takes them, so 1 (the
 	// default) spreads pointers fairly across workers; more saves round trips.
 	FetchBatch int
+	// PublishWait bounds how long Publish waits for the stream to store its
+	// pointers. A NATS server that stops answering (hung, or a stream that lost
+	// its quorum) then costs an Enqueue or a reconciler pass this long, not until
+	// the connection is declared dead; the pointers not stored are only hints.
+	PublishWait time.Duration
 
 	// Logger receives transient errors the transport recovers from. nil: discard.
 	Logger *slog.Logger
@@ -101,6 +107,9 @@ func (o *NATSOptions) setDefaults() {
 	}
 	if o.FetchBatch <= 0 {
 		o.FetchBatch = DefaultFetchBatch
+	}
+	if o.PublishWait <= 0 {
+		o.PublishWait = DefaultPublishWait
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -230,6 +239,8 @@ func (n *NATS) Publish(ctx context.Context, ps []Pointer) error {
 			msgs = append(msgs, &nats.Msg{Subject: n.subject(p.Queue), Data: data})
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, n.opts.PublishWait)
+	defer cancel()
 	failed, err := n.publish(ctx, msgs)
 	if errors.Is(err, jetstream.ErrNoStreamResponse) && ctx.Err() == nil {
 		if serr := n.ensureStream(ctx); serr != nil {

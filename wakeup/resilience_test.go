@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,4 +136,32 @@ func freePort(t *testing.T) int {
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// A NATS server that stops answering (SIGSTOP: alive to TCP, silent) costs a
+// Publish PublishWait, not the minutes until the client declares the connection
+// dead: an Enqueue publishes after its commit, and the reconciler every pass.
+func TestNATSPublishToAHungServerGivesUpAfterPublishWait(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	srv := startNATSServer(t, port)
+	n := openNATS(t, url, isolate(t, url, NATSOptions{PublishWait: 300 * time.Millisecond, Logger: testLogger(t)}))
+	if err := n.Publish(t.Context(), []Pointer{{"q", 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Signal(syscall.SIGCONT) })
+	res := make(chan error, 1)
+	go func() { res <- n.Publish(context.Background(), []Pointer{{"q", 2}}) }()
+	select {
+	case err := <-res:
+		if err == nil {
+			t.Error("Publish to a stopped server succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish to a stopped server has not returned after 10s (PublishWait 300ms)")
+	}
 }

@@ -211,7 +211,11 @@ func (e *Engine) reconcile(ctx context.Context) {
 		e.log.Warn("wake-up reconciler failed", "err", err)
 	}
 	if e.cfg.Publish != nil {
-		if err := e.cfg.Publish(ctx, queues); err != nil && ctx.Err() == nil {
+		// A transport that stops answering must not hold up the next pass (and
+		// its database wake-ups): each publish gets one reconcile interval.
+		pctx, cancel := context.WithTimeout(ctx, e.cfg.ReconcileInterval)
+		defer cancel()
+		if err := e.cfg.Publish(pctx, queues); err != nil && ctx.Err() == nil {
 			e.log.Warn("wake-up reconciler: transport publish failed", "err", err)
 		}
 	}

@@ -145,3 +145,59 @@ func TestLeaderRepairsTheReadySet(t *testing.T) {
 		t.Fatalf("claim after the repair = %v, %v; want the job", jobs, err)
 	}
 }
+
+// wakeupCounter counts the driver's wake-up publishes (NOTIFY on PostgreSQL).
+type wakeupCounter struct {
+	driver.Driver
+	mu sync.Mutex
+	n  int
+}
+
+func (d *wakeupCounter) WakeupPublish(ctx context.Context, queues []string) error {
+	d.mu.Lock()
+	d.n++
+	d.mu.Unlock()
+	return d.Driver.WakeupPublish(ctx, queues)
+}
+
+func (d *wakeupCounter) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n
+}
+
+// A wake-up transport that stops answering (a hung NATS server) must not stop
+// the reconciler: each of its publishes gets one reconcile interval, and the
+// database's wake-ups go on every pass. Before, a publish without a deadline held
+// the loop until the transport gave up, minutes later.
+func TestReconcilerGoesOnWhileATransportHangs(t *testing.T) {
+	t.Parallel()
+	drv := &wakeupCounter{Driver: testdb.Open(t, "sqlite")}
+	ctx := context.Background()
+	if _, err := drv.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	hung := make(chan struct{}, 100)
+	e := maintenance.New(drv, maintenance.Config{
+		ID: "e", LeaderTTL: 600 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond,
+		Publish: func(ctx context.Context, queues []string) error {
+			hung <- struct{}{}
+			<-ctx.Done() // never answers
+			return ctx.Err()
+		},
+	})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for range 5 { // five passes, each of which hung in the transport
+		select {
+		case <-hung:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the reconciler stopped after %d database wake-ups", drv.count())
+		}
+	}
+	if n := drv.count(); n < 5 {
+		t.Errorf("%d database wake-ups in five passes, want one a pass", n)
+	}
+}
