@@ -140,6 +140,25 @@ func TestJobsRoundTrip(t *testing.T) {
 			if code != 0 || !strings.Contains(stdout, "canceled") || !strings.Contains(stdout, "queued → canceled") {
 				t.Fatalf("show after cancel: exit %d:\n%s", code, stdout)
 			}
+			// -o json shows the same: the job's fields and its event log.
+			code, stdout, _ = run(t, "--database-url", db, "-o", "json", "jobs", "show", id)
+			var shown struct {
+				ID     json.Number `json:"id"`
+				Status string      `json:"status"`
+				Kind   string      `json:"kind"`
+				Events []struct {
+					Type string `json:"type"`
+					From string `json:"from"`
+					To   string `json:"to"`
+				} `json:"events"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &shown); code != 0 || err != nil {
+				t.Fatalf("show -o json: exit %d, %v:\n%s", code, err, stdout)
+			}
+			if shown.ID.String() != id || shown.Status != "canceled" || shown.Kind != "echo" || len(shown.Events) != 2 ||
+				shown.Events[1].Type != "canceled" || shown.Events[1].From != "queued" {
+				t.Errorf("show -o json = %+v, want the canceled echo job with its enqueued and canceled events:\n%s", shown, stdout)
+			}
 			if code, _, stderr := run(t, "--database-url", db, "jobs", "cancel", id); code != 1 || !strings.Contains(stderr, "invalid transition") {
 				t.Fatalf("second cancel: exit %d, stderr %q; want exit 1 with invalid transition", code, stderr)
 			}

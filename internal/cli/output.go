@@ -56,10 +56,19 @@ func (g *globals) printJob(j *drover.Job, events []lifecycle.Event) error {
 		if events == nil {
 			return g.json(j)
 		}
-		return g.json(struct {
-			*drover.Job
-			Events []lifecycle.Event `json:"events"`
-		}{j, events})
+		// The job's own JSON (driver.Job has a MarshalJSON, which a struct
+		// embedding it would inherit, dropping every other field) with the
+		// events added as one more field.
+		job, err := json.Marshal(j)
+		if err != nil {
+			return err
+		}
+		evs, err := json.Marshal(events)
+		if err != nil {
+			return err
+		}
+		obj := append(append(append(job[:len(job)-1:len(job)-1], `,"events":`...), evs...), '}')
+		return g.json(json.RawMessage(obj))
 	}
 	w := g.stdout
 	field := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
