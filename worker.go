@@ -113,8 +113,23 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	if cf.HeartbeatInterval >= cf.LeaseDuration {
 		return nil, driver.Invalid("heartbeat_interval", "%s must be shorter than the lease (%s)", cf.HeartbeatInterval, cf.LeaseDuration)
 	}
+	if cf.HeartbeatInterval < 0 {
+		return nil, driver.Invalid("heartbeat_interval", "%s, must be positive", cf.HeartbeatInterval)
+	}
 	if cf.PollInterval == 0 {
 		cf.PollInterval = time.Second
+	}
+	if cf.PollInterval < 0 {
+		return nil, driver.Invalid("poll_interval", "%s, must be positive", cf.PollInterval)
+	}
+	if cf.ClaimBatch < 0 {
+		return nil, driver.Invalid("claim_batch", "%d, must not be negative", cf.ClaimBatch)
+	}
+	if cf.CompletionBatch < 0 {
+		return nil, driver.Invalid("completion_batch", "%d, must not be negative", cf.CompletionBatch)
+	}
+	if cf.TimeoutGrace < 0 {
+		return nil, driver.Invalid("timeout_grace", "%s, must not be negative", cf.TimeoutGrace)
 	}
 	if cf.ClaimBatch == 0 {
 		cf.ClaimBatch = 100 // bounded per queue by its concurrency: a claim fills the free slots

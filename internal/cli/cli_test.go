@@ -208,3 +208,41 @@ func TestBench(t *testing.T) {
 		})
 	}
 }
+
+// Bad input of every kind exits 2 with a message that names it, never a panic,
+// and a group command refuses an unknown subcommand instead of printing its help
+// and exiting 0.
+func TestBadInputExitsTwo(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "d.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"jobs", "enqueue", "echo", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"jobs", "enqueue", "echo", "--priority", "abc"}, `"--priority"`},
+		{[]string{"frob"}, `unknown command "frob"`},
+		{[]string{"jobs", "frob"}, `unknown command "frob" for "drover jobs"`},
+		{[]string{"dlq", "frob"}, `unknown command "frob" for "drover dlq"`},
+		{[]string{"migrate", "sideways"}, `unknown command "sideways" for "drover migrate"`},
+		{[]string{"--log-level", "verbose", "jobs", "list"}, "--log-level must be debug, info, warn or error"},
+		{[]string{"worker", "--poll-interval", "-1s"}, "invalid poll-interval: -1s, must be positive"},
+		{[]string{"worker", "--leader-ttl", "-1s"}, "invalid leader-ttl: -1s, must be positive"},
+		{[]string{"dev", "--lease", "-5s"}, "invalid lease: -5s, must be positive"},
+		{[]string{"server", "--lease", "-5s"}, "invalid lease: -5s, must be positive"},
+		{[]string{"server", "--tls-cert", "no.pem", "--tls-key", "no.key"}, "invalid tls: --tls-cert no.pem"},
+		{[]string{"jobs", "list", "--limit", "5000"}, "invalid limit: 5000, must be 1 to 1000"},
+		{[]string{"jobs", "list", "--after", "-5"}, "invalid after: -5"},
+		{[]string{"dlq", "list", "--limit", "0"}, "invalid limit: 0, must be 1 to 1000"},
+		{[]string{"dlq", "list", "--after", "-3"}, "invalid after: -3"},
+	} {
+		code, _, stderr := run(t, append([]string{"--database-url", db}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "panic") {
+			t.Errorf("drover %s: exit %d, stderr %q; want exit 2 with %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+	if code, stdout, _ := run(t, "--database-url", db, "jobs"); code != 0 || !strings.Contains(stdout, "Available Commands") {
+		t.Errorf("drover jobs alone: exit %d, want its help and 0:\n%s", code, stdout)
+	}
+}

@@ -5,10 +5,24 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/drover-dev/drover/driver"
 )
 
+// checkPage refuses paging flags the HTTP API would refuse too, so a command
+// answers alike with and without --server.
+func checkPage(limit int, after int64) error {
+	if limit < 1 || limit > 1000 {
+		return driver.Invalid("limit", "%d, must be 1 to 1000", limit)
+	}
+	if after < 0 {
+		return driver.Invalid("after", "%d, must be a job id (or 0 for the newest)", after)
+	}
+	return nil
+}
+
 func newDLQCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "dlq", Short: "The dead-letter queue: failed jobs with their error history"}
+	cmd := group(&cobra.Command{Use: "dlq", Short: "The dead-letter queue: failed jobs with their error history"})
 	var queue string
 	var limit int
 	var after int64
@@ -17,6 +31,9 @@ func newDLQCmd(g *globals) *cobra.Command {
 		Short: "List failed jobs",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPage(limit, after); err != nil {
+				return err
+			}
 			return g.withClient(cmd.Context(), func(c api) error {
 				jobs, err := c.DLQList(cmd.Context(), queue, after, limit)
 				if err != nil {

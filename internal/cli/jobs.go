@@ -16,7 +16,7 @@ import (
 )
 
 func newJobsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "Enqueue, list, show and cancel jobs"}
+	cmd := group(&cobra.Command{Use: "jobs", Short: "Enqueue, list, show and cancel jobs"})
 	cmd.AddCommand(newJobsEnqueueCmd(g), newJobsListCmd(g), newJobsShowCmd(g), newJobsCancelCmd(g))
 	return cmd
 }
@@ -108,8 +108,8 @@ func newJobsListCmd(g *globals) *cobra.Command {
 				}
 				p.Statuses = append(p.Statuses, st)
 			}
-			if limit < 1 || limit > 10000 {
-				return driver.Invalid("limit", "%d, must be 1 to 10000", limit)
+			if err := checkPage(limit, after); err != nil {
+				return err
 			}
 			return g.withClient(cmd.Context(), func(c api) error {
 				jobs, err := c.List(cmd.Context(), p)

@@ -9,7 +9,7 @@ import (
 )
 
 func newMigrateCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "migrate", Short: "Apply or inspect the database schema"}
+	cmd := group(&cobra.Command{Use: "migrate", Short: "Apply or inspect the database schema"})
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Apply all pending migrations",

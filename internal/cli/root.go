@@ -44,7 +44,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
-		if isUserError(err) {
+		if isUserError(err) || strings.HasPrefix(err.Error(), "unknown command ") {
 			return 2
 		}
 		return 1
@@ -64,9 +64,17 @@ func newRoot(g *globals) *cobra.Command {
 			if g.output != "table" && g.output != "json" {
 				return fmt.Errorf("%w: -o must be table or json, got %q", errUsage, g.output)
 			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+				return fmt.Errorf("%w: --log-level must be debug, info, warn or error, got %q", errUsage, g.logLevel)
+			}
 			return nil
 		},
 	}
+	// A mistyped flag or value is bad input: exit 2, like every other.
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w: %v (see %s --help)", errUsage, err, cmd.CommandPath())
+	})
 	defURL := os.Getenv("DROVER_DATABASE_URL")
 	if defURL == "" {
 		defURL = DefaultDatabaseURL
@@ -80,6 +88,20 @@ func newRoot(g *globals) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("DROVER_LOG_LEVEL", "info"), "debug, info, warn or error (env DROVER_LOG_LEVEL)")
 	root.AddCommand(newMigrateCmd(g), newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newJobsCmd(g), newDLQCmd(g), newBenchCmd(g), newChaosCmd(g), newChaosWorkerCmd(g))
 	return root
+}
+
+// group makes cmd, a command that only holds subcommands, print its help when
+// run alone and refuse anything else as an unknown subcommand (cobra would print
+// the help and exit 0).
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("%w: unknown command %q for %q (see %s --help)", errUsage, args[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return cmd.Help()
+	}
+	return cmd
 }
 
 func envOr(key, def string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -47,6 +48,17 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 }
 
 func (n *nodeFlags) queueMap() (map[string]int, error) {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"lease", n.lease}, {"poll-interval", n.poll}, {"leader-ttl", n.leaderTTL}} {
+		if d.v <= 0 {
+			return nil, driver.Invalid(d.flag, "%s, must be positive", d.v)
+		}
+	}
+	if n.shutdownTimeout < 0 {
+		return nil, driver.Invalid("shutdown-timeout", "%s, must not be negative", n.shutdownTimeout)
+	}
 	if n.concurrency < 1 {
 		return nil, driver.Invalid("concurrency", "%d, must be at least 1", n.concurrency)
 	}
@@ -172,7 +184,7 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		fmt.Fprintln(g.stderr, "shutting down: waiting for running jobs (up to", n.shutdownTimeout.String()+")")
 		sctx, cancel := context.WithTimeout(context.Background(), n.shutdownTimeout)
 		defer cancel()
-		return w.Stop(sctx)
+		return g.stopped(w.Stop(sctx), n.shutdownTimeout)
 	}
 	if o.ready != nil {
 		if err := o.ready(c, w, addr); err != nil {
@@ -210,7 +222,18 @@ func (g *globals) runRemoteWorker(ctx context.Context, n *nodeFlags) error {
 		return err
 	}
 	fmt.Fprintf(g.stderr, "worker %s on server %s: queues %s, concurrency %d\n", w.ID(), g.server, n.queues, n.concurrency)
-	return w.Run(ctx, n.shutdownTimeout)
+	return g.stopped(w.Run(ctx, n.shutdownTimeout), n.shutdownTimeout)
+}
+
+// stopped turns a worker's stop that ran out of time into what it is, an
+// orderly shutdown that canceled the jobs still running (they are retried), not
+// a failure of the command.
+func (g *globals) stopped(err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(g.stderr, "shutdown: jobs still running after --shutdown-timeout %s were canceled; they will be retried\n", timeout)
+		return nil
+	}
+	return err
 }
 
 func nodeID() string {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 
@@ -34,6 +35,12 @@ func (s *serverFlags) validate() error {
 	}
 	if s.adminToken != "" && s.adminToken == s.workerToken {
 		return driver.Invalid("worker_token", "must differ from the admin token")
+	}
+	if s.tlsCert != "" {
+		// Read now, so a bad file is refused before anything starts.
+		if _, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey); err != nil {
+			return driver.Invalid("tls", "--tls-cert %s / --tls-key %s: %v", s.tlsCert, s.tlsKey, err)
+		}
 	}
 	return nil
 }
