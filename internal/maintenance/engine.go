@@ -79,8 +79,10 @@ func (e *Engine) Reaped() int64 { return e.reaped.Load() }
 // Run campaigns for leadership until ctx ends, running the loops while leading,
 // and resigns on the way out so a successor need not wait for the lease to expire.
 func (e *Engine) Run(ctx context.Context) {
-	interval := e.cfg.LeaderTTL / 3
-	t := time.NewTicker(interval)
+	// The leader extends every TTL/3; a candidate tries every TTL/10, so it
+	// takes over at most TTL/10 after the lease it waits for expires.
+	interval, candidate := e.cfg.LeaderTTL/3, e.cfg.LeaderTTL/10
+	t := time.NewTimer(candidate)
 	defer t.Stop()
 	var (
 		loopsCancel context.CancelFunc
@@ -136,6 +138,11 @@ func (e *Engine) Run(ctx context.Context) {
 		default:
 			stopLoops()
 		}
+		next := candidate // also a leader's retry after a failed extension
+		if loopsCancel != nil && err == nil {
+			next = interval
+		}
+		t.Reset(max(time.Until(asked.Add(next)), 0))
 		select {
 		case <-ctx.Done():
 			return
