@@ -166,7 +166,9 @@ type heartbeater struct {
 // startHeartbeat arms the job's heartbeat loop (see heartbeat); stop ends it.
 func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, leaseFrom time.Time) *heartbeater {
 	hb := &heartbeater{}
-	hb.timer = time.AfterFunc(w.cfg.HeartbeatInterval, func() {
+	// The first heartbeat is due one interval into the lease, which runs from
+	// the claim's sending, not from the handler's start.
+	hb.timer = time.AfterFunc(time.Until(leaseFrom.Add(w.cfg.HeartbeatInterval)), func() {
 		hb.mu.Lock()
 		if hb.stopped {
 			hb.mu.Unlock()
@@ -195,13 +197,16 @@ func (hb *heartbeater) stop() {
 
 // heartbeat extends the lease now and every HeartbeatInterval until stop closes.
 // It cancels the handler when the job was canceled, when the lease is lost, and
-// when heartbeats kept failing: half an interval before the lease last known
-// good would expire (leaseFrom, the time the claim was sent, at first; then the
-// time the last successful heartbeat was sent), whether or not a heartbeat call
-// is under way then. Past that point the reaper may requeue the job and another
-// worker claim it, so the margin is the handler's time to stop.
+// when heartbeats kept failing: a margin before the lease last known good would
+// expire (leaseFrom, the time the claim was sent, at first; then the time the
+// last successful heartbeat was sent), whether or not a heartbeat call is under
+// way then. Past that point the reaper may requeue the job and another worker
+// claim it, so the margin is the handler's time to stop: half an interval, or
+// half the time between the next heartbeat and the lease's end if that is
+// shorter (an interval close to the lease), so that a heartbeat is always sent
+// before the worker gives up.
 func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}, leaseFrom time.Time) {
-	margin := w.cfg.HeartbeatInterval / 2
+	margin := min(w.cfg.HeartbeatInterval, w.cfg.LeaseDuration-w.cfg.HeartbeatInterval) / 2
 	giveUp := leaseFrom.Add(w.cfg.LeaseDuration - margin)
 	lost := func() {
 		cancel(fmt.Errorf("%w: no heartbeat succeeded in the %s since the lease was last renewed; it may expire within %s",

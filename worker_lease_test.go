@@ -215,3 +215,30 @@ func TestWorkerHandlerCallingGoexitFailsItsJob(t *testing.T) {
 		}
 	})
 }
+
+// With a heartbeat interval close to the lease, heartbeats that succeed keep a
+// long job: the worker gives up on an unrenewed lease only after the next
+// heartbeat was due.
+func TestWorkerKeepsALongJobWithAnIntervalCloseToTheLease(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			work := time.NewTimer(5 * time.Second) // the job's work: two and a half leases long
+			defer work.Stop()
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-work.C:
+				return "done", nil
+			}
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.LeaseDuration, cfg.HeartbeatInterval = 2*time.Second, 1300*time.Millisecond
+		startWorker(t, c, cfg)
+		id := enqueue(t, c, "job", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		if j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed); j.Status != drover.StatusSucceeded {
+			t.Errorf("a job 2.5 leases long, heartbeats every 0.65 of the lease: %s, want succeeded", describe(j))
+		}
+	})
+}
