@@ -40,6 +40,9 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, hashtext($2))", claimRequestLock, p.RequestID); err != nil {
+		// Interrupted (say by ctx), the lock may still have been granted: end
+		// the session rather than hand the pool a connection that holds it.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("claim: lock request %q: %w", p.RequestID, err)
 	}
 	defer func() {
