@@ -9,7 +9,8 @@ import (
 	"github.com/drover-dev/drover/wakeup"
 )
 
-// EngineConfig configures the maintenance engine. Zero values take defaults.
+// EngineConfig configures the maintenance engine. Zero values take defaults, and so
+// do negative periods and TTLs.
 type EngineConfig struct {
 	ID                string        // candidate id [host-pid-random]
 	LeaderTTL         time.Duration // leadership lease; a successor takes over within ~TTL of a crash [15s]

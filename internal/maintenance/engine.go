@@ -10,7 +10,8 @@ import (
 	"github.com/drover-dev/drover/driver"
 )
 
-// Config configures the engine. Zero values take the defaults in brackets.
+// Config configures the engine. Zero values take the defaults in brackets, and so
+// do negative periods and TTLs (a ticker cannot run at them).
 type Config struct {
 	ID                string        // this process's candidate id (required)
 	LeaderTTL         time.Duration // leadership lease [15s]
@@ -48,16 +49,16 @@ func (e *Engine) trusted() bool { return time.Now().UnixNano() < e.trustUntil.Lo
 
 // New returns an engine; Run starts it.
 func New(drv driver.Driver, cfg Config) *Engine {
-	if cfg.LeaderTTL == 0 {
+	if cfg.LeaderTTL <= 0 {
 		cfg.LeaderTTL = 15 * time.Second
 	}
-	if cfg.ReapInterval == 0 {
+	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = time.Second
 	}
-	if cfg.ReconcileInterval == 0 {
+	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = time.Second
 	}
-	if cfg.RetentionInterval == 0 {
+	if cfg.RetentionInterval <= 0 {
 		cfg.RetentionInterval = time.Minute
 	}
 	if cfg.Retention == 0 {
