@@ -239,15 +239,28 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Unlock()
 	w.draining.Store(true)
 	w.cancelClaims()
-	w.producers.Wait()
+	// A claim under way is let finish (see localBackend.claim), within ctx:
+	// past it, the hard stop below cancels it too.
+	var err error
+	claims := make(chan struct{})
+	go func() { w.producers.Wait(); close(claims) }()
+	select {
+	case <-claims:
+	case <-ctx.Done():
+		w.log.Warn("shutdown deadline reached; canceling running jobs")
+		w.cancelJobs(errShutdown)
+		<-claims
+		err = ctx.Err()
+	}
 
 	done := make(chan struct{})
 	go func() { w.jobs.Wait(); close(done) }()
-	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		w.log.Warn("shutdown deadline reached; canceling running jobs")
+		if err == nil {
+			w.log.Warn("shutdown deadline reached; canceling running jobs")
+		}
 		w.cancelJobs(errShutdown)
 		<-done
 		err = ctx.Err()

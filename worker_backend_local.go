@@ -51,11 +51,12 @@ func (b *localBackend) wakeups(ctx context.Context) (<-chan string, error) {
 // once, so it never holds a claimed-but-not-started job (nothing to give back on
 // shutdown) and each job costs one row version fewer.
 func (b *localBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, error) {
-	// Stop does not cancel a claim under way: one canceled between its commit
-	// and its answer would leave its jobs running, never run, until their lease
-	// expired and the reaper counted the execution. Stop waits for it instead
-	// (one statement), as long as a lease at most.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.w.cfg.LeaseDuration)
+	// A graceful Stop does not cancel a claim under way: one canceled between
+	// its commit and its answer would leave its jobs running, never run, until
+	// their lease expired and the reaper counted the execution. It waits for it
+	// instead (one statement), up to a lease; only the hard stop, when Stop's
+	// own deadline passes, cancels it.
+	ctx, cancel := context.WithTimeout(b.w.jobsCtx, b.w.cfg.LeaseDuration)
 	defer cancel()
 	jobs, err := b.drv.JobClaim(ctx, driver.ClaimParams{
 		Queues: []string{queue}, Limit: limit, Owner: b.w.cfg.ID, LeaseDuration: b.w.cfg.LeaseDuration, Start: true,

@@ -242,3 +242,48 @@ func TestWorkerKeepsALongJobWithAnIntervalCloseToTheLease(t *testing.T) {
 		}
 	})
 }
+
+// hangingClaims hangs every claim until its context ends (a database that stopped
+// answering).
+type hangingClaims struct {
+	driver.Driver
+	once    sync.Once
+	inClaim chan struct{}
+}
+
+func (h *hangingClaims) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	h.once.Do(func() { close(h.inClaim) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Stop lets a claim under way finish, but not past its own deadline: then it
+// cancels the claim with the running jobs, instead of waiting up to a lease for a
+// claim that does not come back.
+func TestWorkerStopCancelsAHungClaimAtItsDeadline(t *testing.T) {
+	c := newClient(t, "sqlite", nil)
+	drv := &hangingClaims{Driver: c.Driver(), inClaim: make(chan struct{})}
+	hc, err := drover.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := drover.NewWorkers()
+	drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) { return nil, nil })
+	cfg := fastWorkerConfig(ws)
+	cfg.LeaseDuration, cfg.HeartbeatInterval = time.Minute, 0
+	w, err := drover.NewWorker(hc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, drv.inClaim, "a claim")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(ctx) }()
+	if err := waitChan(t, stopped, "Stop to return"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop with a hung claim = %v, want its deadline's error", err)
+	}
+}
