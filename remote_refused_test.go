@@ -86,3 +86,41 @@ func TestRemoteWorkerReportsARefusedOutcomeAsAFailure(t *testing.T) {
 		}
 	}
 }
+
+// A long poll that waits longer than a lease before a job arrives: the job's
+// lease begins when the server claims it, not when the worker's request went
+// out, so the worker must not give it up as unrenewed at once.
+func TestRemoteWorkerTimesALongPollsLeaseFromItsAnswer(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{}) // the lease: serverLease
+		ws := drover.NewWorkers()
+		canceled := make(chan error, 1)
+		drover.Register(ws, "work", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			work := time.NewTimer(300 * time.Millisecond)
+			defer work.Stop()
+			select {
+			case <-work.C:
+				return "done", nil
+			case <-ctx.Done():
+				canceled <- context.Cause(ctx)
+				return nil, ctx.Err()
+			}
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.LeaseDuration = serverLease
+		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 30}, cfg)
+		waitFor(t, "the worker's long poll", func() bool { return ts.claims.Load() == 1 })
+		quiet := time.NewTimer(serverLease + 500*time.Millisecond) // the queue stays empty longer than a lease
+		<-quiet.C
+		id := enqueue(t, ts.c, "work", nil, &drover.EnqueueOpts{MaxAttempts: 5}).ID
+		j := waitStatus(t, ts.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		select {
+		case cause := <-canceled:
+			t.Errorf("the handler of a job a long poll had just claimed was canceled: %v", cause)
+		default:
+		}
+		if j.Status != drover.StatusSucceeded || j.Attempt != 1 {
+			t.Errorf("job claimed by a long poll older than a lease: %s, want succeeded at its first attempt", describe(j))
+		}
+	})
+}

@@ -329,6 +329,14 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 			asked := time.Now()
 			pointers := wake.take()
 			jobs, err := w.be.claim(ctx, queue, want)
+			// When the jobs' leases began: no earlier than the claim was sent.
+			// A long-polling server claims when work arrives, which may be
+			// long after the request went out: for it, when the answer came
+			// (later than the server's claim by the answer's way back).
+			leaseFrom := asked
+			if w.be.longPoll() {
+				leaseFrom = time.Now()
+			}
 			if obs := w.cfg.Observer; obs != nil && len(jobs) > 0 {
 				obs.Claimed(queue, len(jobs))
 			}
@@ -357,7 +365,7 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 						signal()
 						w.jobs.Done()
 					}()
-					w.execute(j, release, asked)
+					w.execute(j, release, leaseFrom)
 				}()
 			}
 			backlog = err == nil && len(jobs) == want

@@ -26,8 +26,8 @@ type outcome struct {
 
 // execute runs one started job to a reported end. It calls release once the
 // handler has returned (or been abandoned), before the outcome is written.
-// leaseFrom is when the claim that leased the job was sent: the lease runs from
-// no earlier than that.
+// leaseFrom is when the job's lease began, as near as the worker can tell (see
+// produce): the time the claim was sent, or a long poll's answer arrived.
 func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
 	began := time.Now()
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
