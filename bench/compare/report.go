@@ -56,6 +56,7 @@ type row struct {
 	vals             map[string]string
 	drover, river    float64 // for the ratio; 0: none
 	hasRatio         bool
+	failed           bool // a system's run behind this row failed
 }
 
 func (r report) writeTable(w io.Writer) {
@@ -100,6 +101,11 @@ func (r report) writeTable(w io.Writer) {
 	put := func(res result, metric string, v float64, format string, ratio bool) {
 		x := find(res.Workload+" "+res.Param, metric, ratio)
 		x.vals[res.System] = fmt.Sprintf(format, v)
+		if res.Error != "" {
+			// A failed run's figure is partial (what finished before it
+			// stalled, say): shown, but no quotient is made of it.
+			x.failed = true
+		}
 		switch res.System {
 		case "drover":
 			x.drover = v
@@ -185,7 +191,7 @@ func (r report) writeTable(w io.Writer) {
 		}
 		if ratioAfter >= 0 {
 			ratio := ""
-			if x.hasRatio && x.drover > 0 && x.river > 0 {
+			if x.hasRatio && !x.failed && x.drover > 0 && x.river > 0 {
 				ratio = fmt.Sprintf("%.2f×", x.drover/x.river)
 			}
 			cells = insertAt(cells, 2+ratioAfter+1, ratio)

@@ -52,12 +52,21 @@ func mergeRounds(results []result) []result {
 			out = append(out, rs[0])
 			continue
 		}
+		// The median is of the rounds that succeeded: a failed round's rate is
+		// partial. It shows as 0 among the rounds, and its error is kept.
 		work := make([]float64, len(rs))
+		var ok []result
 		for i, r := range rs {
-			work[i] = r.WorkPerSec
+			if r.Error == "" {
+				work[i] = r.WorkPerSec
+				ok = append(ok, r)
+			}
 		}
-		m := rs[medianIndex(rs, func(r result) float64 { return r.WorkPerSec })]
-		m.InsertPerSec = rs[medianIndex(rs, func(r result) float64 { return r.InsertPerSec })].InsertPerSec
+		if len(ok) == 0 {
+			ok = rs
+		}
+		m := ok[medianIndex(ok, func(r result) float64 { return r.WorkPerSec })]
+		m.InsertPerSec = ok[medianIndex(ok, func(r result) float64 { return r.InsertPerSec })].InsertPerSec
 		m.WorkRounds = work
 		m.Lost, m.Dup, m.Error = 0, 0, ""
 		for i, r := range rs {
