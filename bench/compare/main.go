@@ -46,7 +46,7 @@ func run() error {
 		sqliteOnly  = flag.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
 		sqliteDir   = flag.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
 		conc        = flag.Int("concurrency", 100, "drover and raw: jobs run at once (handler goroutines)")
-		claimBatch  = flag.Int("claim-batch", 0, "drover and raw: most jobs one claim takes (0: Drover's default; raw then uses 10)")
+		claimBatch  = flag.Int("claim-batch", 0, "drover and raw: most jobs one claim takes (0: Drover's default, 100 bounded by the free slots; raw uses the same)")
 		compBatch   = flag.Int("completion-batch", 0, "drover and raw: most completions per statement (0: Drover's default; raw then uses 100)")
 		pollMS      = flag.Int("poll-interval-ms", 0, "drover: fallback poll interval in ms (0: Drover's default)")
 		insertBatch = flag.Int("insert-batch", 1000, "jobs per insert statement in burn-down and continuous (every system)")
@@ -96,6 +96,24 @@ func run() error {
 	}
 	if *jobs < 1 || *insertBatch < 1 || *conc < 1 || *latRate < 1 || *backlogJobs < 1 || *maxPending < int64(*insertBatch) {
 		return fmt.Errorf("--jobs, --insert-batch, --concurrency, --latency-rate and --backlog-jobs must be positive, and --max-pending at least --insert-batch")
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--continuous", *contDur}, {"--latency-duration", *latDur}, {"--stall-timeout", *stall},
+		{"--river-fetch-cooldown", *riverCool}, {"--river-fetch-poll-interval", *riverPoll}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
+		}
+	}
+	if *backlogFut < 0 || *backlogFut > 1 {
+		return fmt.Errorf("--backlog-future must be a fraction from 0 to 1, got %v", *backlogFut)
+	}
+	if *insertWork < 1 || *riverMaxW < 1 {
+		return fmt.Errorf("--insert-workers and --river-max-workers must be at least 1, got %d and %d", *insertWork, *riverMaxW)
+	}
+	if *maxConns < 0 || *pollMS < 0 || *claimBatch < 0 || *compBatch < 0 {
+		return fmt.Errorf("--max-conns, --poll-interval-ms, --claim-batch and --completion-batch must not be negative (0: the default)")
 	}
 	o := opts{
 		jobs: *jobs, insertBatch: *insertBatch, insertWorkers: *insertWork, continuous: *contDur, maxPending: *maxPending,

@@ -48,10 +48,11 @@ type knobs struct {
 	pollInterval    int // ms; 0: Drover's default
 }
 
-// Values used by the raw baseline when a knob is left at 0 (Drover's defaults
-// when this harness was written: ClaimBatch 10, CompletionBatch 100, poll 1 s).
+// Values used by the raw baseline when a knob is left at 0: Drover's defaults
+// (WorkerConfig: ClaimBatch 100, bounded by the free slots as raw's claims are;
+// CompletionBatch 100), so that both are batched alike.
 const (
-	rawDefaultClaimBatch      = 10
+	rawDefaultClaimBatch      = 100
 	rawDefaultCompletionBatch = 100
 )
 
