@@ -123,6 +123,10 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		}
 		remaining := time.Until(deadline)
 		if len(tasks) > 0 || wake == nil || remaining <= 0 {
+			// Once written, the tasks are never given back here: the worker
+			// may have read them before its connection went, and a job given
+			// back could then run twice at once. A worker that left between
+			// the write and its read leaves them to the lease's expiry.
 			writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
 			return nil
 		}
@@ -140,7 +144,13 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) ([]Task, error) {
 	p.Start = true // one statement: claimed and running, two events
-	jobs, err := s.drv.JobClaim(r.Context(), p)
+	// Not canceled by the worker's departure: a claim canceled mid-statement can
+	// still commit (the query was sent) while the call reports the cancel, and
+	// its jobs would never be given back. The caller checks the request's context
+	// after the claim and gives back what a departed worker cannot receive.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.LeaseDuration)
+	defer cancel()
+	jobs, err := s.drv.JobClaim(ctx, p)
 	if err != nil {
 		return nil, err
 	}

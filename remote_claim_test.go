@@ -1,0 +1,112 @@
+package drover_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/internal/testdb"
+	"github.com/drover-dev/drover/server"
+)
+
+// A worker that leaves while its task-claim's statement runs on PostgreSQL
+// (its Stop, its own timeout, a dropped connection): the claim is not canceled
+// with it (a canceled statement can still commit while the call reports the
+// cancel, and its job was then never given back), and the job it claimed is
+// given back, since the worker cannot receive it: queued, no execution used.
+func TestTaskClaimOfADepartedWorkerGivesItsJobBack(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.URL(t, "postgres")
+	appName := fmt.Sprintf("review9-%d", time.Now().UnixNano()) // to find our own claim among other tests'
+
+	// One connection, so the claim below runs where the warm-up prepared it.
+	drv := testdb.OpenURL(t, "postgres", url+"&pool_max_conns=1&application_name="+appName)
+	c, err := drover.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := server.New(c, server.Config{LeaseDuration: time.Minute})
+	handlerDone := make(chan struct{}, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(w, r)
+		if r.URL.Path == "/internal/task-claim" {
+			handlerDone <- struct{}{}
+		}
+	}))
+	t.Cleanup(func() { hs.Close(); s.Close() })
+
+	// Warm-up: empty claims prepare the claim statement on the connection.
+	for range 3 {
+		resp, err := http.Post(hs.URL+"/internal/task-claim", "application/json",
+			bytes.NewReader([]byte(`{"worker_id":"w0","queues":["default"],"limit":1}`)))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("warm-up claim: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		<-handlerDone
+	}
+	id := enqueue(t, c, "work", nil, nil).ID
+
+	// Another session holds a lock that the claim's event insert waits for, so
+	// the statement is under way in PostgreSQL when the worker leaves: a slow
+	// database, as under load.
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE drover_job_events IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	probe, err := pgx.Connect(ctx, url) // outside any transaction: fresh pg_stat_activity
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(ctx)
+	reqCtx, leave := context.WithCancel(ctx)
+	clientDone := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(reqCtx, "POST", hs.URL+"/internal/task-claim",
+			bytes.NewReader([]byte(`{"worker_id":"w1","queues":["default"],"limit":1}`)))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		clientDone <- err
+	}()
+	waitFor(t, "the claim to wait on the lock in PostgreSQL", func() bool {
+		var n int
+		_ = probe.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND application_name = $1`, appName).Scan(&n)
+		return n > 0
+	})
+	leave() // the worker goes away mid-claim
+	if err := waitChan(t, clientDone, "the client to give up"); err == nil {
+		t.Fatal("the claim answered although the client left")
+	}
+	if err := tx.Commit(ctx); err != nil { // the database catches up
+		t.Fatal(err)
+	}
+	waitChan(t, handlerDone, "the task-claim handler to return")
+	j := getJob(t, c, id)
+	evs, _ := drv.JobEvents(ctx, id)
+	for _, e := range evs {
+		t.Logf("event %s %s->%s", e.Type, e.From, e.To)
+	}
+	if j.Status != drover.StatusQueued || j.Executions != 0 {
+		t.Errorf("job whose claimer left mid-claim: %s owner=%q; want queued (given back), "+
+			"not running under a lease nobody holds", describe(j), j.Owner)
+	}
+}
