@@ -65,8 +65,16 @@ func (h *wakeHub) run() {
 			}
 			continue
 		}
+		began := time.Now()
 		for q := range sub {
 			h.notify(q)
+		}
+		if time.Since(began) < time.Second {
+			// Ended at once (a closed driver, say): do not spin on it.
+			select {
+			case <-h.ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
 	}
 }
