@@ -73,11 +73,7 @@ func (d *Driver) JobEvents(ctx context.Context, id int64) ([]lifecycle.Event, er
 		return nil, fmt.Errorf("events of job %d: %w", id, err)
 	}
 	if len(evs) == 0 { // every job has its enqueue event: is there a job at all?
-		var status string
-		var attempt int
-		if err := d.pool.QueryRow(ctx, queries.Get("JobStatus"), id).Scan(&status, &attempt); isNoRows(err) {
-			return nil, fmt.Errorf("events of job %d: %w", id, driver.ErrNotFound)
-		} else if err != nil {
+		if _, _, err := d.jobStatus(ctx, d.pool, id); err != nil {
 			return nil, fmt.Errorf("events of job %d: %w", id, err)
 		}
 	}

@@ -580,22 +580,10 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 		if j != nil {
 			return j, nil
 		}
-		if round == cancelRounds {
+		// A job that is terminal (a repeat of this very cancel included) or
+		// gone is diagnosed below; only a live one is worth another round.
+		if status, _, err := d.jobStatus(ctx, d.pool, p.ID); round == cancelRounds || err != nil || status.Terminal() {
 			break
-		}
-		if p.RequestID != "" {
-			if j, err := d.replay(ctx, d.pool, p.ID, p.RequestID); err != nil || j != nil {
-				if err != nil {
-					return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
-				}
-				return j, nil
-			}
-		}
-		var status string
-		var attempt int
-		err = d.pool.QueryRow(ctx, queries.Get("JobStatus"), p.ID).Scan(&status, &attempt)
-		if err != nil || lifecycle.Status(status).Terminal() {
-			break // diagnosed below
 		}
 	}
 	return d.diagnose(ctx, d.pool, "cancel", p.ID, p.RequestID, driver.ErrInvalidTransition)
@@ -649,16 +637,22 @@ func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requ
 			return j, nil
 		}
 	}
-	var status string
-	var attempt int
-	err := q.QueryRow(ctx, queries.Get("JobStatus"), id).Scan(&status, &attempt)
-	if isNoRows(err) {
-		return nil, fmt.Errorf("%s job %d: %w", op, id, driver.ErrNotFound)
-	}
+	status, attempt, err := d.jobStatus(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 	}
 	return nil, fmt.Errorf("%s job %d (now %s, attempt %d): %w", op, id, status, attempt, otherwise)
+}
+
+// jobStatus reads a job's status and attempt; ErrNotFound if there is no job.
+func (d *Driver) jobStatus(ctx context.Context, q dbtx, id int64) (lifecycle.Status, int, error) {
+	var status string
+	var attempt int
+	err := q.QueryRow(ctx, queries.Get("JobStatus"), id).Scan(&status, &attempt)
+	if isNoRows(err) {
+		return "", 0, driver.ErrNotFound
+	}
+	return lifecycle.Status(status), attempt, err
 }
 
 // replay returns the job if its log already holds requestID, else nil.
