@@ -17,6 +17,7 @@ import (
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/internal/testdb"
+	"github.com/drover-dev/drover/internal/testproc"
 	"github.com/drover-dev/drover/lifecycle"
 )
 
@@ -556,9 +557,7 @@ func pauseOutsideWrite(t *testing.T, drv driver.Driver, p *helperProc) {
 		return drv.LeaderResign(ctx, "write-probe") // a write that changes nothing
 	}
 	for try := 1; ; try++ {
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP %s: %v", p.name, err)
-		}
+		testproc.Stop(t, p.cmd.Process)
 		err := probe()
 		if err == nil || drv.Name() != "sqlite" {
 			if err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/drover-dev/drover/internal/testproc"
 )
 
 func TestNATSSubscriberRecreatesDeletedConsumer(t *testing.T) {
@@ -150,9 +152,7 @@ func TestNATSPublishToAHungServerGivesUpAfterPublishWait(t *testing.T) {
 	if err := n.Publish(t.Context(), []Pointer{{"q", 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testproc.Stop(t, srv.Process)
 	t.Cleanup(func() { _ = srv.Process.Signal(syscall.SIGCONT) })
 	res := make(chan error, 1)
 	go func() { res <- n.Publish(context.Background(), []Pointer{{"q", 2}}) }()
