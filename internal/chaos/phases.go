@@ -239,8 +239,19 @@ func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
 			_ = pr.signal(syscall.SIGCONT)
 			return err
 		}
-		_ = pr.signal(syscall.SIGCONT)
+		// An expired lease is the holder's until the leader's reaper takes it
+		// back: a write that comes first is rightly accepted. Stay stopped until
+		// nothing is held, so the late writes are stale. The leader may itself
+		// be between terms (PostgreSQL just restarted), hence the margin.
+		if err := h.awaitReleased(ctx, pr.id, 5*p.lease+2*p.leaderTTL); err != nil {
+			_ = pr.signal(syscall.SIGCONT)
+			return err
+		}
+		// Timed before SIGCONT: a resumed child can print its first refusal
+		// before this goroutine runs again, and the reader stamps it then. (A
+		// line it wrote before the stop was read during the pause.)
 		resumed := time.Now()
+		_ = pr.signal(syscall.SIGCONT)
 		h.summary.Pauses++
 		rec := pauseRecord{id: pr.id, start: start, resumed: resumed}
 		// Its heartbeats and reports after the pause must all be refused; wait
@@ -256,6 +267,27 @@ func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
 		h.logf("  paused %s for %s: %d late writes refused", pr.id, resumed.Sub(start).Round(time.Millisecond), rec.rejected)
 	}
 	return nil
+}
+
+// awaitReleased polls until no job is claimed or running under owner id, or
+// for at most max; a timeout is a problem, not an error.
+func (h *harness) awaitReleased(ctx context.Context, id string, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for {
+		var n int
+		err := h.sqlDB.QueryRowContext(ctx,
+			`SELECT count(*) FROM drover_jobs WHERE owner = $1 AND status IN ('claimed', 'running')`, id).Scan(&n)
+		switch {
+		case err == nil && n == 0:
+			return nil
+		case time.Now().After(deadline):
+			h.problem("pause of %s: it still held %d jobs (err %v) after %s", id, n, err, max)
+			return nil
+		}
+		if err := pace(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 func (h *harness) intnPerm(n int) []int {
