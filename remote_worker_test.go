@@ -244,6 +244,8 @@ func TestRemoteWorkerRetriesWithServerBackoff(t *testing.T) {
 		}, drover.WithBackoff(func(int) time.Duration { return time.Hour }))
 		cfg := fastWorkerConfig(ws)
 		cfg.Backoff = func(int) time.Duration { return time.Hour }
+		obs := &outcomes{finished: make(chan string, 16), lost: make(chan int64, 16)}
+		cfg.Observer = obs
 		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)
 
 		id := enqueue(t, c, "flaky", nil, &drover.EnqueueOpts{MaxAttempts: 5}).ID
@@ -256,6 +258,8 @@ func TestRemoteWorkerRetriesWithServerBackoff(t *testing.T) {
 				t.Errorf("errors[%d] = #%d %q, want #%d %q", i, e.Attempt, e.Error, i+1, want)
 			}
 		}
+		// The server answers the status before the worker counts the outcome.
+		obs.wait(t, 3) // retried, retried, succeeded
 		if got := w.Stats().Retried.Load(); got != 2 {
 			t.Errorf("Stats().Retried = %d, want 2", got)
 		}
@@ -295,7 +299,10 @@ func TestRemoteWorkerPermanentAndExhausted(t *testing.T) {
 		drover.Register(ws, "always", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
 			return nil, fmt.Errorf("fail %d", job.Attempt)
 		})
-		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, fastWorkerConfig(ws))
+		cfg := fastWorkerConfig(ws)
+		obs := &outcomes{finished: make(chan string, 16), lost: make(chan int64, 16)}
+		cfg.Observer = obs
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)
 
 		perm := enqueue(t, c, "perm", nil, &drover.EnqueueOpts{MaxAttempts: 5}).ID
 		always := enqueue(t, c, "always", nil, &drover.EnqueueOpts{MaxAttempts: 2}).ID
@@ -315,6 +322,8 @@ func TestRemoteWorkerPermanentAndExhausted(t *testing.T) {
 		if len(dlq) != 2 {
 			t.Errorf("DLQ holds %d jobs, want 2 (the permanent and the exhausted one)", len(dlq))
 		}
+		// The server answers the status before the worker counts the outcome.
+		obs.wait(t, 3) // failed (perm); retried, failed (always)
 		if got := w.Stats().Failed.Load(); got != 2 {
 			t.Errorf("Stats().Failed = %d, want 2", got)
 		}
@@ -336,7 +345,10 @@ func TestRemoteWorkerSnooze(t *testing.T) {
 			}
 			return job.Executions, nil
 		})
-		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, fastWorkerConfig(ws))
+		cfg := fastWorkerConfig(ws)
+		obs := &outcomes{finished: make(chan string, 16), lost: make(chan int64, 16)}
+		cfg.Observer = obs
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)
 
 		id := enqueue(t, c, "snoozy", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
 		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
@@ -344,6 +356,7 @@ func TestRemoteWorkerSnooze(t *testing.T) {
 			t.Fatalf("snoozed job: %s, want succeeded on attempt 3 with 1 execution and no errors (max_attempts 1)", describe(j))
 		}
 		wantJSON(t, "result", j.Result, 1)
+		obs.wait(t, 3) // snoozed, snoozed, succeeded
 		if got := w.Stats().Snoozed.Load(); got != 2 {
 			t.Errorf("Stats().Snoozed = %d, want 2", got)
 		}
@@ -562,7 +575,12 @@ func TestRemoteWorkerHardStop(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		w := newRemoteWorker(t, drover.RemoteConfig{URL: ts.url}, fastWorkerConfig(ws))
+		// No long-poll: the stop cancels the worker's waiting claim, but the server
+		// notices the closed connection asynchronously, and a waiting claim woken
+		// by the retry report below could take the requeued job first (it then sits
+		// running until its lease expires; see Server.taskClaim). That race is the
+		// server's, not the hard stop's this test is about.
+		w := newRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: -1}, fastWorkerConfig(ws))
 		if err := w.Start(context.Background()); err != nil {
 			t.Fatalf("Start: %v", err)
 		}

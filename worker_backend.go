@@ -31,7 +31,9 @@ type backend interface {
 	// complete stores a successful result. Like fail and snooze, it gives up by
 	// deadline; a backend that bounds its writes itself may ignore it, so a
 	// report does not pay for a context and a timer per job it does not use.
-	complete(deadline time.Time, f driver.FenceParams, result json.RawMessage) error
+	// retry is set when an earlier call for this report failed, so it may have
+	// been applied without its answer arriving.
+	complete(deadline time.Time, f driver.FenceParams, result json.RawMessage, retry bool) error
 	// fail reports a failed execution; dead is true when the job went to the DLQ.
 	fail(deadline time.Time, f driver.FenceParams, fl failure) (dead bool, err error)
 	// snooze puts the job back to run after d without using an attempt.

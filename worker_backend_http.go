@@ -129,7 +129,7 @@ func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, 
 	return resp.Status, err
 }
 
-func (b *httpBackend) complete(deadline time.Time, f driver.FenceParams, result json.RawMessage) error {
+func (b *httpBackend) complete(deadline time.Time, f driver.FenceParams, result json.RawMessage, _ bool) error {
 	if len(result) == 0 {
 		result = json.RawMessage("null")
 	}

@@ -3,6 +3,8 @@ package drover
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -73,13 +75,51 @@ func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (boo
 
 // complete stores a successful result through the batching completer, which
 // bounds each batch's write itself.
-func (b *localBackend) complete(_ time.Time, f driver.FenceParams, result json.RawMessage) error {
+//
+// It sends no request_id: a request_id in the completion's event is an entry
+// in the events' request index for every job, and the fence already tells a
+// repeat apart. A job that is succeeded at this fence's attempt was completed
+// by this report: only the holder of that attempt's lease token can complete it
+// (a claim is the only way to a token, and every claim takes a new attempt),
+// and a worker reports each job once. So when a retry, sent after a call that
+// failed without an answer, finds the lease lost, the job is read: succeeded at
+// our attempt means the earlier call was applied.
+func (b *localBackend) complete(deadline time.Time, f driver.FenceParams, result json.RawMessage, retry bool) error {
+	f.RequestID = ""
 	reply := replyChans.Get().(chan error)
 	b.completions <- completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: reply}
 	err := <-reply
 	replyChans.Put(reply) // empty again, and the completer answers each once
+	if retry && errors.Is(err, driver.ErrLeaseLost) {
+		return b.completedEarlier(deadline, f, err)
+	}
 	return err
 }
+
+// completedEarlier answers a retried completion that found the lease lost: nil
+// if the job is succeeded at f's attempt (the earlier call was applied), lost
+// if it is not. A failed read answers a retryable error, so the report tries
+// again: a read that could not tell must not end in a lost lease. The read is
+// bounded by the report's deadline, not by the worker's jobs context: a result
+// that arrives after a hard stop is kept, and so is this answer.
+func (b *localBackend) completedEarlier(deadline time.Time, f driver.FenceParams, lost error) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	j, err := b.drv.JobGet(ctx, f.ID)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return lost
+	case err != nil:
+		return fmt.Errorf("%w (and reading the job to tell whether an earlier try was applied failed: %v)", errRetryCheck, err)
+	case j.Status == StatusSucceeded && j.Attempt == f.Attempt:
+		return nil
+	}
+	return lost
+}
+
+// errRetryCheck: a retried completion found the lease lost and the read that
+// would tell whether its earlier try was applied failed; the report retries.
+var errRetryCheck = errors.New("completion retry could not be checked")
 
 // replyChans recycles the channels completions are answered on: one per job
 // was one of a busy worker's larger sources of garbage.

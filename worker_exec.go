@@ -261,15 +261,15 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 }
 
 // report writes the outcome, retrying transient errors with the same request_id
-// (so a write that committed before its answer was lost is not applied twice)
-// until the lease would have expired. An answer that says retrying cannot help —
+// (so a write that committed before its answer was lost is not applied twice;
+// a library worker's completion is recognised by its fence instead, see
+// localBackend.complete) until the lease would have expired. An answer that says retrying cannot help —
 // the lease is lost, or the server refused the request — ends it at once.
 //
 // A success, the common case, allocates little: what a failure needs is worked
 // out in classify, and the log line's arguments are built only when it is
 // written.
 func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.FenceParams, o outcome, began time.Time) {
-	fence.RequestID = newRequestID()
 	deadline := time.Now().Add(w.cfg.LeaseDuration)
 	var result json.RawMessage
 	if o.err == nil {
@@ -290,13 +290,17 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 	if o.err != nil {
 		f, snooze, snoozed = w.classify(job, h, o.err)
 	}
+	if _, local := w.be.(*localBackend); !local || o.err != nil {
+		// A library worker's completions go without one (localBackend.complete).
+		fence.RequestID = newRequestID()
+	}
 	var outcome string
 	refused := false // a report was refused and replaced by a failure
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+	for wait, retry := 50*time.Millisecond, false; ; wait, retry = min(2*wait, 2*time.Second), true {
 		var err error
 		switch {
 		case o.err == nil:
-			err = w.be.complete(deadline, fence, result)
+			err = w.be.complete(deadline, fence, result, retry)
 			if err == nil {
 				w.stats.Succeeded.Add(1)
 				outcome = "succeeded"
