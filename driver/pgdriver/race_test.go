@@ -160,15 +160,17 @@ func TestClaimRepeatedWhileTheFirstRunsReplaysIt(t *testing.T) {
 		jobs []*driver.Job
 		err  error
 	}
-	calls := make(chan answer, 2)
-	go func() { j, err := d.JobClaim(ctx, p); calls <- answer{j, err} }()
+	// One channel per call: the repeat may answer before the first call's
+	// goroutine gets to send.
+	firstCall, repeat := make(chan answer, 1), make(chan answer, 1)
+	go func() { j, err := d.JobClaim(ctx, p); firstCall <- answer{j, err} }()
 	waitBlocked(t, d, "drover_ready", holder)
-	go func() { j, err := d.JobClaim(ctx, p); calls <- answer{j, err} }()
+	go func() { j, err := d.JobClaim(ctx, p); repeat <- answer{j, err} }()
 	waitBlocked(t, d, "pg_advisory_lock", holder)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, b := <-calls, <-calls
+	a, b := <-firstCall, <-repeat
 	if a.err != nil || b.err != nil {
 		t.Fatal(a.err, b.err)
 	}

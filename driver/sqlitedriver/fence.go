@@ -17,6 +17,9 @@ type fenced struct {
 	query string         // name of the statement in queries/lease.sql
 	ops   []lifecycle.Op // the operations the statement may perform, to name the event
 	args  []any          // statement arguments besides id, attempt, lease_token and now
+	// rowEvent: the UPDATE keeps the event in the job row (a completion without
+	// a request_id: finished_by), so none is appended.
+	rowEvent bool
 }
 
 // applyFenced runs f inside tx. It reads the job first (the transaction holds the
@@ -68,6 +71,12 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 			op = o
 			break
 		}
+	}
+	if f.rowEvent {
+		if err := lifecycle.Check(op, from, after.Status); err != nil {
+			return nil, fmt.Errorf("job %d: %w", after.ID, err)
+		}
+		return after, nil
 	}
 	if err := appendEvent(ctx, tx, op, from, after, now, leaseActor(owner), p.RequestID); err != nil {
 		return nil, err

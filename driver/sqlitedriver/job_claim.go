@@ -89,12 +89,8 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 		jobs = append(jobs, j)
 		evs = append(evs, j.ID, c.status, string(t.Event))
 	}
-	started, ok := lifecycle.Lookup(lifecycle.OpStart, lifecycle.StatusClaimed, lifecycle.StatusRunning)
-	if !ok {
-		return nil, lifecycle.Check(lifecycle.OpStart, lifecycle.StatusClaimed, lifecycle.StatusRunning)
-	}
 	events := batchStmt{name: "ClaimEvents", cols: 3,
-		scalars: []any{p.Start, string(started.Event), micros(now), leaseActor(p.Owner), nullString(p.RequestID)}}
+		scalars: []any{p.Start, micros(now), leaseActor(p.Owner), nullString(p.RequestID)}}
 	if err := events.exec(ctx, tx, evs); err != nil {
 		return nil, fmt.Errorf("claim: append %d jobs' events: %w", len(jobs), err)
 	}

@@ -181,9 +181,10 @@ func completion(p driver.CompleteParams) (fenced, error) {
 		result = string(p.Result)
 	}
 	return fenced{
-		verb:  "complete",
-		query: "JobComplete",
-		ops:   []lifecycle.Op{lifecycle.OpComplete},
-		args:  []any{sql.Named("result", result)},
+		verb:     "complete",
+		query:    "JobComplete",
+		ops:      []lifecycle.Op{lifecycle.OpComplete},
+		args:     []any{sql.Named("result", result), sql.Named("request_id", p.RequestID)},
+		rowEvent: p.RequestID == "",
 	}, nil
 }

@@ -61,10 +61,9 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	return nil, err
 }
 
-// insertMany inserts params with one INSERT … SELECT per chunk and logs their
-// enqueue events, read off the new rows, with one more per chunk; only jobs
-// whose idempotency key exists already cost a statement each, to read the job
-// that holds it.
+// insertMany inserts params with one INSERT … SELECT per chunk; each row
+// records its own enqueue event (enqueued_by). Only jobs whose idempotency key
+// exists already cost a statement each, to read the job that holds it.
 func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, now time.Time) ([]driver.InsertResult, error) {
 	results := make([]driver.InsertResult, 0, len(params))
 	if len(params) == 0 {
@@ -85,33 +84,26 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 		if len(p.Args) == 0 {
 			args = "{}"
 		}
+		actor := p.Actor
+		if actor == "" {
+			actor = actorClient
+		}
 		vals = append(vals, i, p.Kind, p.Queue, string(status), args, nullJSON(p.Metadata), p.Priority, micros(runAt),
 			p.MaxAttempts, p.Timeout.Milliseconds(), nullString(p.IdempotencyKey), nullInt(p.RetryOf),
-			nullInt(p.WorkflowRunID), nullString(p.WorkflowNode))
+			nullInt(p.WorkflowRunID), nullString(p.WorkflowNode), actor)
 	}
-	insert := batchStmt{name: "JobInsertMany", cols: 14, scalars: []any{micros(now)}}
+	insert := batchStmt{name: "JobInsertMany", cols: 15, scalars: []any{micros(now)}}
 	inserted, err := insert.queryJobs(ctx, tx, vals)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
 	}
 	sort.Slice(inserted, func(i, j int) bool { return inserted[i].ID < inserted[j].ID })
-	evs := make([]any, 0, 3*len(inserted))
 	k := 0
 	for i := range params {
 		p := &params[i]
 		if k < len(inserted) && inserted[k].IdempotencyKey == p.IdempotencyKey {
-			j := inserted[k]
+			results = append(results, driver.InsertResult{Job: inserted[k]})
 			k++
-			actor := p.Actor
-			if actor == "" {
-				actor = actorClient
-			}
-			t, ok := lifecycle.Lookup(lifecycle.OpEnqueue, "", j.Status)
-			if !ok {
-				return nil, fmt.Errorf("job %d: %w", j.ID, lifecycle.Check(lifecycle.OpEnqueue, "", j.Status))
-			}
-			evs = append(evs, j.ID, string(t.Event), actor)
-			results = append(results, driver.InsertResult{Job: j})
 			continue
 		}
 		// Only an idempotency key conflict inserts nothing without an error.
@@ -123,10 +115,7 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 	if k != len(inserted) {
 		return nil, fmt.Errorf("insert %d jobs: %d rows came back for %d inserted", len(params), len(inserted), k)
 	}
-	if err := (batchStmt{name: "InsertEvents", cols: 3, scalars: []any{micros(now)}}).exec(ctx, tx, evs); err != nil {
-		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
-	}
-	// Read existing jobs after the events: a key first used earlier in this
+	// Read existing jobs after the insert: a key first used earlier in this
 	// batch names a job inserted above.
 	for i := range results {
 		if !results[i].Existing {

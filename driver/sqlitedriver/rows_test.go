@@ -14,7 +14,7 @@ import (
 // TestChunksCoverEveryRowInOrder: a batch runs as chunks of the fixed sizes,
 // largest first, and every row goes to exactly one chunk, in order.
 func TestChunksCoverEveryRowInOrder(t *testing.T) {
-	s := batchStmt{name: "InsertEvents", cols: 3, scalars: []any{"at"}}
+	s := batchStmt{name: "JobInsertMany", cols: 15, scalars: []any{"at"}}
 	const rows = 256 + 64 + 16 + 4 + 4 + 1 // every size, one twice
 	vals := make([]any, 0, rows*s.cols)
 	for i := range rows * s.cols {
@@ -44,7 +44,7 @@ func TestChunksCoverEveryRowInOrder(t *testing.T) {
 		t.Error("the chunks' arguments are not the batch's values in order")
 	}
 	if err := s.chunks(vals[:10], func(string, []any) error { return nil }); err == nil {
-		t.Error("10 values accepted as rows of 3")
+		t.Error("10 values accepted as rows of 15")
 	}
 }
 

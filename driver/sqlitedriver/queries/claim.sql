@@ -47,17 +47,15 @@ RETURNING *;
 -- name: ClaimEvents
 -- The events of the jobs ClaimJobs claimed, read off their rows: c holds a row
 -- per job (id, status it was claimed from, event type of that edge), p the
--- call's values. Each job logs its claim at seq rev, or with start at seq rev-1
--- followed by its start at seq rev, the revs ClaimJobs moved it through.
-WITH p(start, started, at, actor, request_id) AS (VALUES (?, ?, ?, ?, ?)),
+-- call's values. Each job logs its claim at seq rev; with start, at seq rev-1,
+-- and the same row, its to_status 'running', also records the start that
+-- follows at seq rev (see EventList), as pgdriver's claims do.
+WITH p(start, at, actor, request_id) AS (VALUES (?, ?, ?, ?)),
      c(id, from_status, type) AS (VALUES /*rows*/)
 INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-SELECT j.id, j.rev - p.start, c.type, c.from_status, 'claimed', p.at, p.actor, p.request_id, j.attempt
-FROM c JOIN drover_jobs AS j ON j.id = c.id JOIN p
-UNION ALL
-SELECT j.id, j.rev, p.started, 'claimed', 'running', p.at, p.actor, NULL, j.attempt
-FROM c JOIN drover_jobs AS j ON j.id = c.id JOIN p
-WHERE p.start;
+SELECT j.id, j.rev - p.start, c.type, c.from_status, CASE WHEN p.start THEN 'running' ELSE 'claimed' END,
+       p.at, p.actor, p.request_id, j.attempt
+FROM c JOIN drover_jobs AS j ON j.id = c.id JOIN p;
 
 -- name: ClaimRequestSeen
 SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = :request_id AND type = 'claimed');

@@ -8,7 +8,28 @@ VALUES (:job_id, :seq, :type, :from_status, :to_status, :at, :actor, :request_id
 SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = :request_id AND job_id = :job_id);
 
 -- name: EventList
-SELECT job_id, seq, type, COALESCE(from_status, ''), to_status, at, actor, COALESCE(request_id, ''), attempt
+-- Two events are kept in compact form, as in pgdriver (its JobEvents says why):
+-- a claim that starts its jobs writes claimed and started as one row, type
+-- 'claimed' with to_status 'running', the started event being seq + 1 from
+-- claimed to running without a request_id; a job's enqueued event is its row's
+-- enqueued_by (migration 004); and a succeeded event without a request_id is
+-- its row's finished_by (migration 005).
+SELECT job_id, seq, type, COALESCE(from_status, ''),
+       CASE WHEN type = 'claimed' THEN 'claimed' ELSE to_status END,
+       at, actor, COALESCE(request_id, ''), attempt
 FROM drover_job_events
 WHERE job_id = :job_id
-ORDER BY seq;
+UNION ALL
+SELECT job_id, seq + 1, 'started', 'claimed', 'running', at, actor, '', attempt
+FROM drover_job_events
+WHERE job_id = :job_id AND type = 'claimed' AND to_status = 'running'
+UNION ALL
+SELECT id, 1, 'enqueued', '', CASE WHEN workflow_run_id IS NULL THEN 'queued' ELSE 'pending' END,
+       created_at, enqueued_by, '', 0
+FROM drover_jobs
+WHERE id = :job_id AND enqueued_by IS NOT NULL
+UNION ALL
+SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, finished_by, '', attempt
+FROM drover_jobs
+WHERE id = :job_id AND finished_by IS NOT NULL
+ORDER BY 2;

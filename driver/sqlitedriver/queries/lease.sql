@@ -30,10 +30,13 @@ WHERE id = :id AND status IN ('claimed', 'running') AND attempt = :attempt AND l
 RETURNING *;
 
 -- name: JobComplete
+-- Without a request_id the succeeded event is the row's finished_by (migration
+-- 005) and the caller appends none.
 UPDATE drover_jobs
 SET status = 'succeeded',
     result = :result,
     finished_at = :now,
+    finished_by = CASE WHEN :request_id = '' THEN 'worker:' || owner END,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -91,6 +94,9 @@ RETURNING *;
 -- UPDATE then moves exactly the jobs that got that event (no event can have
 -- seq = rev+1 before it), under the same guard. Jobs left out (lost lease,
 -- unknown id, a replayed request_id) are diagnosed one at a time by the caller.
+-- A completion without a request_id is the exception: its succeeded event is
+-- the row's finished_by (migration 005), so the INSERT skips it and the UPDATE's
+-- guard alone decides.
 
 -- name: JobStartManyEvents
 WITH p(type) AS (VALUES (?)),
@@ -125,6 +131,7 @@ SELECT j.id, j.rev + 1, (SELECT type FROM p), 'running', 'succeeded', b.at, 'wor
 FROM b
 JOIN drover_jobs AS j ON j.id = b.id
 WHERE j.status = 'running' AND j.attempt = b.attempt AND j.lease_token = b.token
+  AND b.request_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.request_id AND e.job_id = j.id);
 
 -- name: JobCompleteMany
@@ -134,6 +141,7 @@ UPDATE drover_jobs
 SET status = 'succeeded',
     result = b.result,
     finished_at = b.at,
+    finished_by = CASE WHEN b.request_id IS NULL THEN 'worker:' || owner END,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -141,5 +149,6 @@ SET status = 'succeeded',
 FROM b
 WHERE drover_jobs.id = b.id AND drover_jobs.status = 'running'
   AND drover_jobs.attempt = b.attempt AND drover_jobs.lease_token = b.token
-  AND EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.job_id = drover_jobs.id AND e.seq = drover_jobs.rev + 1)
+  AND (b.request_id IS NULL
+       OR EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.job_id = drover_jobs.id AND e.seq = drover_jobs.rev + 1))
 RETURNING *;

@@ -1,0 +1,248 @@
+package pgdriver_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// A job's enqueued event lives in its row (migration 008), and a claim that
+// starts its jobs writes claimed and started as one event row: JobEvents unfolds
+// both into the events they stand for; a lone claim's row stays one event. Both
+// claim statements (by queue, and by id for a claim naming several queues) write
+// the one row.
+func TestClaimStartWritesOneEventRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	var params []driver.InsertParams
+	for _, q := range []string{"a", "a", "b", "c"} {
+		params = append(params, driver.InsertParams{Kind: "k", Queue: q, Args: []byte(`{}`), MaxAttempts: 3})
+	}
+	if _, err := d.JobInsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	byQueue, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"a"}, Limit: 2, Owner: "w", Start: true, RequestID: "r1"})
+	if err != nil || len(byQueue) != 2 {
+		t.Fatalf("claim of queue a = %d jobs, %v; want 2", len(byQueue), err)
+	}
+	byID, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"b", "c"}, Limit: 1, Owner: "w", Start: true})
+	if err != nil || len(byID) != 1 {
+		t.Fatalf("claim of queues b, c = %d jobs, %v; want 1", len(byID), err)
+	}
+	lone, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"b", "c"}, Limit: 1, Owner: "w"})
+	if err != nil || len(lone) != 1 {
+		t.Fatalf("claim without start = %d jobs, %v; want 1", len(lone), err)
+	}
+
+	for _, j := range append(byQueue, byID...) {
+		if n := eventRows(t, d, j.ID); n != 1 {
+			t.Errorf("job %d: %d event rows after enqueue and a starting claim, want 1", j.ID, n)
+		}
+		evs, err := d.JobEvents(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 3 {
+			t.Fatalf("job %d: events %+v, want enqueued, claimed, started", j.ID, evs)
+		}
+		e, c, s := evs[0], evs[1], evs[2]
+		if e.Type != lifecycle.EventEnqueued || e.Seq != 1 || e.From != "" || e.To != lifecycle.StatusQueued ||
+			e.Actor != "client" || e.Attempt != 0 || e.RequestID != "" || !e.At.Equal(j.CreatedAt) || e.JobID != j.ID {
+			t.Errorf("job %d: enqueue event %+v, want seq 1, → queued by client at %v", j.ID, e, j.CreatedAt)
+		}
+		if c.Type != lifecycle.EventClaimed || c.From != lifecycle.StatusQueued || c.To != lifecycle.StatusClaimed || c.Seq != j.Rev-1 {
+			t.Errorf("job %d: claim event %+v, want queued → claimed at seq %d", j.ID, c, j.Rev-1)
+		}
+		if s.Type != lifecycle.EventStarted || s.From != lifecycle.StatusClaimed || s.To != lifecycle.StatusRunning ||
+			s.Seq != j.Rev || s.RequestID != "" || !s.At.Equal(c.At) || s.Actor != c.Actor || s.Attempt != c.Attempt {
+			t.Errorf("job %d: start event %+v, want claimed → running at seq %d, as the claim %+v", j.ID, s, j.Rev, c)
+		}
+	}
+	for _, j := range byQueue {
+		evs, _ := d.JobEvents(ctx, j.ID)
+		if evs[1].RequestID != "r1" {
+			t.Errorf("job %d: claim event's request_id %q, want r1", j.ID, evs[1].RequestID)
+		}
+	}
+	evs, err := d.JobEvents(ctx, lone[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[1].Type != lifecycle.EventClaimed || evs[1].To != lifecycle.StatusClaimed || evs[1].Seq != lone[0].Rev {
+		t.Errorf("claim without start: events %+v, want enqueued then claimed at seq %d", evs, lone[0].Rev)
+	}
+}
+
+// A completion without a request_id (every library worker's) keeps its
+// succeeded event in the job row (migration 009) and writes no event row; one
+// with a request_id writes its row, which a replay is answered from. JobEvents
+// reads both alike; JobComplete and JobCompleteMany store them alike.
+func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	jobs := runningJobs(t, d, 4)
+	done := map[int64]string{} // job → the request_id it completed with
+	single := func(j *driver.Job, req string) {
+		if _, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: fence(j, req)}); err != nil {
+			t.Fatal(err)
+		}
+		done[j.ID] = req
+	}
+	single(jobs[0], "")
+	single(jobs[1], "c1")
+	many := []driver.CompleteParams{{FenceParams: fence(jobs[2], "")}, {FenceParams: fence(jobs[3], "c2")}}
+	for i, o := range d.JobCompleteMany(ctx, many) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		done[many[i].ID] = many[i].RequestID
+	}
+	for _, j := range jobs {
+		req := done[j.ID]
+		want := 1 // the claim's row
+		if req != "" {
+			want = 2
+		}
+		if n := eventRows(t, d, j.ID); n != want {
+			t.Errorf("job %d (request_id %q): %d event rows, want %d", j.ID, req, n, want)
+		}
+		now, err := d.JobGet(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := d.JobEvents(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 4 {
+			t.Fatalf("job %d: events %+v, want enqueued, claimed, started, succeeded", j.ID, evs)
+		}
+		s := evs[3]
+		if s.Type != lifecycle.EventSucceeded || s.From != lifecycle.StatusRunning || s.To != lifecycle.StatusSucceeded ||
+			s.Seq != now.Rev || s.Seq != evs[2].Seq+1 || now.FinishedAt == nil || !s.At.Equal(*now.FinishedAt) ||
+			s.Actor != "worker:w" || s.Attempt != j.Attempt || s.RequestID != req || s.JobID != j.ID {
+			t.Errorf("job %d: succeeded event %+v, want running → succeeded at seq %d by worker:w, attempt %d, request_id %q, at %v",
+				j.ID, s, now.Rev, j.Attempt, req, now.FinishedAt)
+		}
+	}
+}
+
+// runningJobs enqueues n jobs and claims them started by owner "w".
+func runningJobs(t *testing.T, d *pgdriver.Driver, n int) []*driver.Job {
+	t.Helper()
+	ctx := context.Background()
+	params := make([]driver.InsertParams, n)
+	for i := range params {
+		params[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3, Actor: "api:test"}
+	}
+	if _, err := d.JobInsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: n, Owner: "w", Start: true})
+	if err != nil || len(jobs) != n {
+		t.Fatalf("claim = %d jobs, %v; want %d", len(jobs), err, n)
+	}
+	return jobs
+}
+
+func fence(j *driver.Job, req string) driver.FenceParams {
+	return driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, RequestID: req}
+}
+
+func eventRows(t *testing.T, d *pgdriver.Driver, id int64) int {
+	t.Helper()
+	var n int
+	if err := d.Pool().QueryRow(context.Background(), "SELECT count(*) FROM drover_job_events WHERE job_id = $1", id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Migrations 009 and 008 down put the events kept in compact form (enqueued
+// and succeeded events in job rows, a starting claim's one row) back into one
+// row each, and up again leaves each event in one place: the log reads the same
+// before, at 007 (row by row) and after.
+func TestMigrationsDownKeepCompactEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	jobs := runningJobs(t, d, 3)
+	if _, err := d.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3, Actor: "api:test"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, req := range []string{"", "c1"} { // jobs[2] stays running
+		if _, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: fence(jobs[i], req)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []int64
+	if err := d.Pool().QueryRow(ctx, "SELECT array_agg(id ORDER BY id) FROM drover_jobs").Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	before := map[int64][]lifecycle.Event{}
+	for _, id := range ids {
+		evs, err := d.JobEvents(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 || evs[0].Actor != "api:test" {
+			t.Fatalf("job %d: events %+v, want an enqueued event by api:test first", id, evs)
+		}
+		before[id] = evs
+	}
+	if err := d.MigrateTo(7); err != nil {
+		t.Fatal(err)
+	}
+	// One row per event again, as the drivers before 008 read them.
+	for id, want := range before {
+		rows, err := d.Pool().Query(ctx, `SELECT job_id, seq, type, coalesce(from_status, ''), to_status, at, actor,
+			coalesce(request_id, ''), attempt FROM drover_job_events WHERE job_id = $1 ORDER BY seq`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lifecycle.Event, error) {
+			var e lifecycle.Event
+			err := r.Scan(&e.JobID, &e.Seq, &e.Type, &e.From, &e.To, &e.At, &e.Actor, &e.RequestID, &e.Attempt)
+			return e, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, fmt.Sprintf("job %d's rows at 007", id), got, want)
+	}
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range before {
+		got, err := d.JobEvents(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, fmt.Sprintf("job %d's events after down to 007 and up", id), got, want)
+	}
+}
+
+// sameEvents compares two logs event by event, At as an instant.
+func sameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %+v, want %+v", what, got, want)
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		same := g.At.Equal(w.At)
+		g.At, w.At = time.Time{}, time.Time{}
+		if !same || g != w {
+			t.Errorf("%s: event %d is %+v, want %+v", what, i, got[i], want[i])
+		}
+	}
+}

@@ -1,0 +1,17 @@
+-- A job's enqueued event is fully known from its row but for its actor: seq 1
+-- (rev at insert), from nothing to the status it was inserted in (pending for a
+-- workflow node, queued otherwise), at created_at, attempt 0, no request_id. A
+-- job inserted with this migration keeps that actor in enqueued_by and has no
+-- enqueued row in drover_job_events; readers of the log (JobEvents, the chaos
+-- collector) add the event from the job row. One heap tuple and one primary-key
+-- entry fewer for every job enqueued: with the one-row claim, a job's event
+-- rows went from four to two. Jobs inserted before it keep their row and a NULL
+-- enqueued_by, so each job's enqueued event comes from exactly one place.
+-- enqueued_by is never updated.
+--
+-- It also marks the claim's compact row (see JobEvents): a claim that starts its
+-- jobs logs claimed and started as one row, type 'claimed' with to_status
+-- 'running'. The down migration unfolds both back into rows. Drivers older than
+-- this migration read neither form: every process that uses this database must
+-- run a version that knows migration 008.
+ALTER TABLE drover_jobs ADD COLUMN enqueued_by text;

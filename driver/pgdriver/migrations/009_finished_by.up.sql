@@ -1,0 +1,14 @@
+-- A job's succeeded event, when its completion carries no request_id (every
+-- library worker's: see the README's Idempotency), is fully known from its row
+-- but for its actor: seq rev (a succeeded job is never updated again), from
+-- running to succeeded, at finished_at, at the row's attempt, no request_id. The
+-- completion keeps that actor in finished_by and writes no row to
+-- drover_job_events; readers of the log (JobEvents, the chaos collector) add the
+-- event from the job row. A completion with a request_id still writes its row,
+-- which the (job_id, request_id) index needs to answer a replay. With the
+-- enqueued event (008) and the one-row claim, a job run by a worker writes one
+-- event row instead of four.
+--
+-- Drivers older than this migration do not read it: every process that uses
+-- this database must run a version that knows migration 009.
+ALTER TABLE drover_jobs ADD COLUMN finished_by text;

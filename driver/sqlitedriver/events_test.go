@@ -1,0 +1,216 @@
+package sqlitedriver
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// A job's enqueued event lives in its row (migration 004), and a claim that
+// starts its jobs writes claimed and started as one event row: EventList
+// unfolds both into the events they stand for; a lone claim's row stays one
+// event.
+func TestClaimStartWritesOneEventRow(t *testing.T) {
+	f := newFixture(t)
+	a := f.enqueue(nil)
+	b := f.enqueue(func(p *driver.InsertParams) { p.Actor = "api:test" })
+	started := f.claim(driver.ClaimParams{Limit: 1, Start: true, RequestID: "r1"})
+	lone := f.claim(driver.ClaimParams{Limit: 1})
+	if len(started) != 1 || started[0].ID != a.ID || len(lone) != 1 || lone[0].ID != b.ID {
+		t.Fatalf("claims took %v and %v, want job %d then job %d", started, lone, a.ID, b.ID)
+	}
+	if n := f.eventRows(a.ID); n != 1 {
+		t.Errorf("job %d: %d event rows after enqueue and a starting claim, want 1", a.ID, n)
+	}
+	evs, err := f.d.JobEvents(f.ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := started[0]
+	if len(evs) != 3 {
+		t.Fatalf("job %d: events %+v, want enqueued, claimed, started", a.ID, evs)
+	}
+	e, c, s := evs[0], evs[1], evs[2]
+	if e.Type != lifecycle.EventEnqueued || e.Seq != 1 || e.From != "" || e.To != lifecycle.StatusQueued ||
+		e.Actor != "client" || e.Attempt != 0 || e.RequestID != "" || !e.At.Equal(a.CreatedAt) || e.JobID != a.ID {
+		t.Errorf("enqueue event %+v, want seq 1, → queued by client at %v", e, a.CreatedAt)
+	}
+	if c.Type != lifecycle.EventClaimed || c.From != lifecycle.StatusQueued || c.To != lifecycle.StatusClaimed ||
+		c.Seq != j.Rev-1 || c.RequestID != "r1" {
+		t.Errorf("claim event %+v, want queued → claimed at seq %d with request_id r1", c, j.Rev-1)
+	}
+	if s.Type != lifecycle.EventStarted || s.From != lifecycle.StatusClaimed || s.To != lifecycle.StatusRunning ||
+		s.Seq != j.Rev || s.RequestID != "" || !s.At.Equal(c.At) || s.Actor != c.Actor || s.Attempt != c.Attempt {
+		t.Errorf("start event %+v, want claimed → running at seq %d, as the claim %+v", s, j.Rev, c)
+	}
+	evs, err = f.d.JobEvents(f.ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Actor != "api:test" || evs[1].Type != lifecycle.EventClaimed ||
+		evs[1].To != lifecycle.StatusClaimed || evs[1].Seq != lone[0].Rev {
+		t.Errorf("claim without start: events %+v, want enqueued by api:test, then claimed at seq %d", evs, lone[0].Rev)
+	}
+}
+
+// A completion without a request_id keeps its succeeded event in the job row
+// (migration 005) and writes no event row; one with a request_id writes its
+// row. EventList reads both alike; JobComplete and JobCompleteMany store them
+// alike.
+func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
+	f := newFixture(t)
+	for range 4 {
+		f.enqueue(nil)
+	}
+	jobs := f.claim(driver.ClaimParams{Limit: 4, Start: true})
+	if len(jobs) != 4 {
+		t.Fatalf("claim took %d jobs, want 4", len(jobs))
+	}
+	complete := func(j *driver.Job, req string) driver.CompleteParams {
+		p := driver.CompleteParams{FenceParams: fp(j, f.at(time.Second))}
+		p.RequestID = req
+		return p
+	}
+	done := map[int64]string{} // job → the request_id it completed with
+	for _, p := range []driver.CompleteParams{complete(jobs[0], ""), complete(jobs[1], "c1")} {
+		if _, err := f.d.JobComplete(f.ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		done[p.ID] = p.RequestID
+	}
+	many := []driver.CompleteParams{complete(jobs[2], ""), complete(jobs[3], "c2")}
+	for i, o := range f.d.JobCompleteMany(f.ctx, many) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		done[many[i].ID] = many[i].RequestID
+	}
+	for _, j := range jobs {
+		req := done[j.ID]
+		want := 1 // the claim's row
+		if req != "" {
+			want = 2
+		}
+		if n := f.eventRows(j.ID); n != want {
+			t.Errorf("job %d (request_id %q): %d event rows, want %d", j.ID, req, n, want)
+		}
+		now, err := f.d.JobGet(f.ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := f.events(j.ID)
+		if len(evs) != 4 {
+			t.Fatalf("job %d: events %+v, want enqueued, claimed, started, succeeded", j.ID, evs)
+		}
+		s := evs[3]
+		if s.Type != lifecycle.EventSucceeded || s.From != lifecycle.StatusRunning || s.To != lifecycle.StatusSucceeded ||
+			s.Seq != now.Rev || s.Seq != evs[2].Seq+1 || now.FinishedAt == nil || !s.At.Equal(*now.FinishedAt) ||
+			s.Actor != "worker:w1" || s.Attempt != j.Attempt || s.RequestID != req || s.JobID != j.ID {
+			t.Errorf("job %d: succeeded event %+v, want running → succeeded at seq %d by worker:w1, attempt %d, request_id %q, at %v",
+				j.ID, s, now.Rev, j.Attempt, req, now.FinishedAt)
+		}
+	}
+}
+
+func (f *fixture) eventRows(id int64) int {
+	f.t.Helper()
+	var n int
+	if err := f.d.read.QueryRowContext(f.ctx, "SELECT count(*) FROM drover_job_events WHERE job_id = ?", id).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) events(id int64) []lifecycle.Event {
+	f.t.Helper()
+	evs, err := f.d.JobEvents(f.ctx, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return evs
+}
+
+// Migrations 005 and 004 down put the events kept in compact form (enqueued
+// and succeeded events in job rows, a starting claim's one row) back into one
+// row each, and up again leaves each in one place: the log reads the same
+// before, at 003 (row by row) and after.
+func TestMigrationsDownKeepCompactEvents(t *testing.T) {
+	f := newFixture(t)
+	var ids []int64
+	for range 4 {
+		ids = append(ids, f.enqueue(func(p *driver.InsertParams) { p.Actor = "api:test" }).ID)
+	}
+	jobs := f.claim(driver.ClaimParams{Limit: 3, Start: true})
+	if len(jobs) != 3 {
+		t.Fatalf("claim took %v, want 3 jobs", jobs)
+	}
+	for i, req := range []string{"", "c1"} { // jobs[2] stays running, the fourth queued
+		p := driver.CompleteParams{FenceParams: fp(jobs[i], f.at(time.Second))}
+		p.RequestID = req
+		if _, err := f.d.JobComplete(f.ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[int64][]lifecycle.Event{}
+	for _, id := range ids {
+		before[id] = f.events(id)
+		if len(before[id]) == 0 || before[id][0].Actor != "api:test" {
+			t.Fatalf("job %d: events %+v, want an enqueued event by api:test first", id, before[id])
+		}
+	}
+	m, src, err := f.d.migrator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if err := m.Migrate(3); err != nil {
+		t.Fatalf("migrate down to 3: %v", err)
+	}
+	// One row per event again, as the drivers before 004 read them.
+	for id, want := range before {
+		rows, err := f.d.read.QueryContext(f.ctx, `SELECT job_id, seq, type, COALESCE(from_status, ''), to_status, at, actor,
+			COALESCE(request_id, ''), attempt FROM drover_job_events WHERE job_id = ? ORDER BY seq`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var between []lifecycle.Event
+		for rows.Next() {
+			var e lifecycle.Event
+			var at int64
+			if err := rows.Scan(&e.JobID, &e.Seq, &e.Type, &e.From, &e.To, &at, &e.Actor, &e.RequestID, &e.Attempt); err != nil {
+				t.Fatal(err)
+			}
+			e.At = fromMicros(at)
+			between = append(between, e)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, fmt.Sprintf("job %d's rows at 003", id), between, want)
+	}
+	if err := m.Up(); err != nil {
+		t.Fatalf("migrate up: %v", err)
+	}
+	for id, want := range before {
+		sameEvents(t, fmt.Sprintf("job %d's events after down to 003 and up", id), f.events(id), want)
+	}
+}
+
+// sameEvents compares two logs event by event, At as an instant.
+func sameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %+v, want %+v", what, got, want)
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		same := g.At.Equal(w.At)
+		g.At, w.At = time.Time{}, time.Time{}
+		if !same || g != w {
+			t.Errorf("%s: event %d is %+v, want %+v", what, i, got[i], want[i])
+		}
+	}
+}
