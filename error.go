@@ -14,6 +14,8 @@ var (
 	ErrLeaseLost         = driver.ErrLeaseLost
 	ErrInvalidTransition = driver.ErrInvalidTransition
 	ErrInvalidArgument   = driver.ErrInvalidArgument
+	// ErrSchemaAhead: MigrateUp found a schema a newer drover migrated.
+	ErrSchemaAhead = driver.ErrSchemaAhead
 )
 
 // ValidationError names the rejected field and the reason.

@@ -26,6 +26,7 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/drover-dev/drover/lifecycle"
@@ -380,6 +381,23 @@ type MigrationStatus struct {
 	Current   uint   `json:"current"`   // 0: none applied
 	Dirty     bool   `json:"dirty"`     // a migration failed half-way
 	Available []uint `json:"available"` // versions shipped with this build
+}
+
+// Latest is the newest version this build ships (0 if none).
+func (s MigrationStatus) Latest() uint {
+	if len(s.Available) == 0 {
+		return 0
+	}
+	return s.Available[len(s.Available)-1]
+}
+
+// CheckNotAhead returns ErrSchemaAhead, with both versions, when the database
+// is at a version newer than Latest.
+func (s MigrationStatus) CheckNotAhead() error {
+	if s.Current > s.Latest() {
+		return fmt.Errorf("%w: it is at version %d, this build knows up to %d: run a newer drover", ErrSchemaAhead, s.Current, s.Latest())
+	}
+	return nil
 }
 
 // Repairer is a driver that keeps sets derived from the job rows beside them

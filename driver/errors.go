@@ -18,6 +18,11 @@ var (
 	ErrInvalidTransition = errors.New("invalid transition")
 	// ErrInvalidArgument: bad input; always wrapped in a *ValidationError.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrSchemaAhead: the database's schema is newer than every migration this
+	// build ships. A newer version migrated it, and this one would misread what
+	// that version stores (the compact event rows of pgdriver 008 and 009, for
+	// one); nothing was read or written.
+	ErrSchemaAhead = errors.New("database schema is newer than this build of drover")
 )
 
 // ValidationError names the field that was rejected and why.

@@ -46,6 +46,13 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 		return fmt.Errorf("migrate up: %w", err)
 	}
 	defer m.Close()
+	v, _, err := m.Version()
+	if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	if err := (driver.MigrationStatus{Current: v, Available: availableVersions(migrationFS)}).CheckNotAhead(); err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
 	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrate up: %w", err)
 	}

@@ -47,6 +47,13 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	// m.Close would close d.write through the database driver; close the source only.
 	defer src.Close()
 	before, _, _ := m.Version()
+	versions, err := available(src)
+	if err != nil {
+		return fmt.Errorf("migrate sqlite: %w", err)
+	}
+	if err := (driver.MigrationStatus{Current: before, Available: versions}).CheckNotAhead(); err != nil {
+		return fmt.Errorf("migrate sqlite: %w", err)
+	}
 	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrate sqlite: %w", err)
 	}

@@ -51,9 +51,11 @@ func newMigrateCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return g.json(st)
 			}
-			latest := st.Available[len(st.Available)-1]
+			latest := st.Latest()
 			state := "up to date"
 			switch {
+			case st.Current > latest:
+				state = "AHEAD: a newer drover migrated it; run that version"
 			case st.Dirty:
 				state = "DIRTY: a migration failed half-way; fix and force the version"
 			case st.Current < latest:

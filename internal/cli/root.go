@@ -122,7 +122,8 @@ func (g *globals) logger() *slog.Logger {
 // open connects to the database. The embedded SQLite file is migrated
 // automatically, and so is PostgreSQL when migrate is set (dev, bench); otherwise a
 // PostgreSQL schema that is behind is an error that says how to fix it, since
-// production schema changes should be deliberate.
+// production schema changes should be deliberate. A schema ahead of this build
+// (migrated by a newer drover) is refused on both drivers.
 func (g *globals) open(ctx context.Context, migrate bool) (*drover.Client, driver.Driver, error) {
 	drv, err := drover.Open(ctx, g.databaseURL, g.logger())
 	if err != nil {
@@ -140,7 +141,10 @@ func (g *globals) open(ctx context.Context, migrate bool) (*drover.Client, drive
 	} else if st, err := drv.MigrateStatus(ctx); err != nil {
 		_ = drv.Close()
 		return nil, nil, err
-	} else if want := st.Available[len(st.Available)-1]; st.Current < want || st.Dirty {
+	} else if err := st.CheckNotAhead(); err != nil {
+		_ = drv.Close()
+		return nil, nil, err
+	} else if want := st.Latest(); st.Current < want || st.Dirty {
 		_ = drv.Close()
 		return nil, nil, fmt.Errorf("database schema is at version %d (dirty=%t), this drover needs %d: run `drover migrate up`", st.Current, st.Dirty, want)
 	}
