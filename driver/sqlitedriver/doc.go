@@ -19,14 +19,16 @@
 // Batches are set-based, so a job costs a share of a few statements rather than
 // statements of its own: the batch travels as bound parameters, a VALUES row
 // per job, in chunks of a few fixed sizes (rows.go) so each shape is prepared
-// once. JobInsertMany is one INSERT … SELECT plus one event INSERT per chunk;
-// JobClaim is one candidate SELECT per queue, one UPDATE … FROM and one event
-// INSERT per chunk (with
-// Start, the row goes straight to running and both events are logged, as in
-// pgdriver). JobCompleteMany and JobStartMany first insert the events of every
-// job whose fence holds and whose request_id is new, then UPDATE exactly the
-// jobs that got one; the rest (a lost lease, an unknown id, a replay, a job
-// named again) take the one-at-a-time path, which diagnoses them.
+// once. JobInsertMany is one INSERT … SELECT per chunk (a job's enqueued
+// event is its row: enqueued_by); JobClaim is one candidate SELECT per queue,
+// one UPDATE … FROM and one event INSERT per chunk (with Start, the row goes
+// straight to running and claimed and started are logged as one event row, as
+// in pgdriver). JobCompleteMany and JobStartMany first insert the events of
+// every job whose fence holds and whose request_id is new, then UPDATE exactly
+// the jobs that got one; a completion without a request_id keeps its event in
+// the row (finished_by) and only the UPDATE's fence decides it. The rest (a
+// lost lease, an unknown id, a replay, a job named again) take the
+// one-at-a-time path, which diagnoses them.
 //
 // Durability: synchronous=FULL, so a committed job survives a power loss.
 // Times are stored as INTEGER unix microseconds, UTC; "now" is the process clock
