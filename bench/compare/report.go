@@ -147,6 +147,8 @@ func (r report) writeTable(w io.Writer) {
 			put(res, "finish p50 ms", res.FinishP50, "%.2f", true)
 			put(res, "finish p99 ms", res.FinishP99, "%.2f", true)
 			if res.Workload == "latency" {
+				put(res, "start p99 ms, from schedule", res.StartP99Sched, "%.2f", true)
+				put(res, "finish p99 ms, from schedule", res.FinishP99Sched, "%.2f", true)
 				put(res, "offered jobs/s", res.AchievedPerSec, "%.0f", false)
 			}
 		}

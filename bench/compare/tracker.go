@@ -39,9 +39,10 @@ const (
 
 type trackChunk [chunkSize / 4]atomic.Uint32 // 4 jobs a word
 
-// timeChunk holds, per job, the enqueue time and the start and finish latencies.
+// timeChunk holds, per job, the enqueue time, the start and finish latencies,
+// and how late the enqueue was sent against an open-loop schedule (latency).
 type timeChunk struct {
-	enq, start, finish [chunkSize]atomic.Int64
+	enq, start, finish, late [chunkSize]atomic.Int64
 }
 
 func newTracker(latencies bool) *tracker { return &tracker{latencies: latencies} }
@@ -113,6 +114,18 @@ func (t *tracker) enqueued(seq int64, at time.Time) {
 	}
 }
 
+// enqueuedLate is enqueued for a job offered on a schedule: due is when the
+// schedule wanted its insert sent. The delay at - due (a busy inserter, a late
+// timer) is what an open-loop client's job waits before the call even starts,
+// and latencySamples(…, true) counts it, so a stall is not hidden by the
+// requests it held back (coordinated omission).
+func (t *tracker) enqueuedLate(seq int64, at, due time.Time) {
+	t.enqueued(seq, at)
+	if tc := t.times[seq>>chunkBits].Load(); tc != nil {
+		tc.late[seq&(chunkSize-1)].Store(max(0, int64(at.Sub(due))))
+	}
+}
+
 // executedSeq is called by a handler when it starts; it returns nothing, the
 // handler returns success at once (a no-op job).
 func (t *tracker) executedSeq(seq int64) {
@@ -168,19 +181,25 @@ func (t *tracker) verdict() (lost, dup int64) {
 	return lost, dup
 }
 
-// latencySamples returns the start and finish latencies of seqs [from, to) that have them.
-func (t *tracker) latencySamples(from, to int64) (start, finish []time.Duration) {
+// latencySamples returns the start and finish latencies of seqs [from, to) that
+// have them: from the insert call, or with fromSchedule from the time the
+// schedule wanted it sent (see enqueuedLate).
+func (t *tracker) latencySamples(from, to int64, fromSchedule bool) (start, finish []time.Duration) {
 	for s := from; s < to; s++ {
 		tc := t.times[s>>chunkBits].Load()
 		if tc == nil {
 			continue
 		}
 		i := s & (chunkSize - 1)
+		var late int64
+		if fromSchedule {
+			late = tc.late[i].Load()
+		}
 		if v := tc.start[i].Load(); v != 0 {
-			start = append(start, time.Duration(v))
+			start = append(start, time.Duration(v+late))
 		}
 		if v := tc.finish[i].Load(); v != 0 {
-			finish = append(finish, time.Duration(v))
+			finish = append(finish, time.Duration(v+late))
 		}
 	}
 	return start, finish

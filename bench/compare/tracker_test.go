@@ -37,7 +37,7 @@ func TestTrackerVerdict(t *testing.T) {
 	if lost != 1 || dup != 1 {
 		t.Fatalf("lost, dup = %d, %d; want 1, 1", lost, dup)
 	}
-	start, fin := tr.latencySamples(0, n)
+	start, fin := tr.latencySamples(0, n, false)
 	if len(start) != int(n-1) || len(fin) != int(n-1) {
 		t.Fatalf("samples %d/%d, want %d", len(start), len(fin), n-1)
 	}
@@ -47,6 +47,34 @@ func TestTrackerVerdict(t *testing.T) {
 	}
 	if e, d := tr.get(5); e != 15 || d != 1 {
 		t.Fatalf("seq 5: %d executions, %d completions", e, d)
+	}
+}
+
+// TestTrackerScheduleLatency: a job whose insert went out late against its
+// schedule counts the delay only in the samples from the schedule.
+func TestTrackerScheduleLatency(t *testing.T) {
+	tr := newTracker(true)
+	tr.reserve(2)
+	at := time.Now().Add(-time.Hour)               // start latencies of about an hour
+	tr.enqueuedLate(0, at, at)                     // on time
+	tr.enqueuedLate(1, at, at.Add(-3*time.Second)) // sent 3s after it was due
+	for s := range int64(2) {
+		tr.executedSeq(s)
+		tr.completedSeq(s)
+	}
+	call, _ := tr.latencySamples(0, 2, false)
+	sched, fin := tr.latencySamples(0, 2, true)
+	if len(call) != 2 || len(sched) != 2 || len(fin) != 2 {
+		t.Fatalf("samples %d/%d/%d, want 2 each", len(call), len(sched), len(fin))
+	}
+	if d := sched[0] - call[0]; d != 0 {
+		t.Errorf("on-time job: from schedule %v, from the call %v; want equal", sched[0], call[0])
+	}
+	if d := sched[1] - call[1]; d != 3*time.Second {
+		t.Errorf("late job: from schedule − from the call = %v, want 3s", d)
+	}
+	if fin[1] < sched[1] {
+		t.Errorf("late job: finish %v before start %v, both from the schedule", fin[1], sched[1])
 	}
 }
 
