@@ -34,8 +34,10 @@
 //  1. baseline load;
 //  2. SIGKILL a random worker every few seconds, restart it;
 //  3. `pg_ctl restart -m immediate`, and pg_terminate_backend on one process's connections;
-//  4. SIGSTOP a worker that holds jobs for twice the lease, SIGCONT it, and count
-//     its refused late writes (stale_rejected must be at least pauses);
+//  4. SIGSTOP a worker that holds jobs for twice the lease and until the reaper
+//     has taken its jobs back (an expired lease is the holder's until then),
+//     SIGCONT it, and count its refused late writes (stale_rejected must be at
+//     least pauses);
 //  5. workers whose clock is shifted by +30 s and -30 s join. A process's wall
 //     clock cannot be changed without privileges, and Go reads it through the
 //     vDSO, so it is simulated: the handler's own notion of time (worker_at in
