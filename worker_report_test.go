@@ -3,6 +3,8 @@ package drover_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,6 +242,61 @@ func TestWorkerCompletionAnswerLostCheckFails(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestWorkerCompletionAnswerLostNeverChecked: when every read that would tell
+// whether the lost-answer completion was applied fails until the report gives
+// up, the worker says it could not tell, not that the job will run again: it was
+// applied, and stays succeeded.
+func TestWorkerCompletionAnswerLostNeverChecked(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		base := newClient(t, kind, nil)
+		lossy := &lostAnswerAgain{answerLost: answerLost{Driver: base.Driver()}, getFails: 1 << 30}
+		c, err := drover.NewClient(lossy, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := drover.NewWorkers()
+		drover.Register(ws, "quick", func(context.Context, *drover.Job, struct{}) (any, error) { return "ok", nil })
+		gaveUp := &logWatch{msg: "could not", seen: make(chan string, 1)}
+		cfg := fastWorkerConfig(ws)
+		cfg.Logger = slog.New(gaveUp)
+		startWorker(t, c, cfg)
+		id := enqueue(t, c, "quick", nil, nil).ID
+		select {
+		case msg := <-gaveUp.seen:
+			if !strings.Contains(msg, "could not tell whether the result was recorded") {
+				t.Errorf("gave up with %q, want it to say it could not tell", msg)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the report never gave up")
+		}
+		lossy.mu.Lock()
+		lossy.getFails = 0
+		lossy.mu.Unlock()
+		if j := getJob(t, c, id); j.Status != drover.StatusSucceeded || j.Attempt != 1 {
+			t.Errorf("job %+v, want succeeded at attempt 1", j)
+		}
+	})
+}
+
+// logWatch is a slog.Handler that sends the first message starting with msg.
+type logWatch struct {
+	msg  string
+	seen chan string
+}
+
+func (h *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logWatch) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logWatch) WithGroup(string) slog.Handler            { return h }
+func (h *logWatch) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.msg) {
+		select {
+		case h.seen <- r.Message:
+		default:
+		}
+	}
+	return nil
 }
 
 // takenOver is a real driver whose first batch of completions is not applied:
