@@ -4,12 +4,34 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/lifecycle"
 )
 
 // eventTests count events against the transitions performed.
 var eventTests = []suiteTest{
 	{"OnePerTransition", testOneEventPerTransition},
+	{"EnqueuedActorPerJob", testEnqueuedActorPerJob},
+}
+
+// testEnqueuedActorPerJob: each job of a batch logs its enqueue under its own
+// actor ("client" when none is given), not the batch's first.
+func testEnqueuedActorPerJob(h *harness) {
+	actors := []string{"api:a", "operator", ""}
+	ps := make([]driver.InsertParams, len(actors))
+	for i, a := range actors {
+		ps[i] = h.params(func(p *driver.InsertParams) { p.Actor = a })
+	}
+	for i, r := range h.mustInsert(ps...) {
+		want := actors[i]
+		if want == "" {
+			want = "client"
+		}
+		evs := h.events(r.Job.ID)
+		if len(evs) == 0 || evs[0].Type != lifecycle.EventEnqueued || evs[0].Actor != want {
+			h.t.Errorf("job %d of the batch: events %s, want it enqueued by %q", i, fmtEvents(evs), want)
+		}
+	}
 }
 
 func testOneEventPerTransition(h *harness) {

@@ -54,8 +54,9 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		runAts                     = make([]*time.Time, n)
 		timeouts                   = make([]int64, n)
 		retryOf, runIDs            = make([]*int64, n), make([]*int64, n)
+		actors                     = make([]string, n)
 	)
-	actor, keyed := "client", false
+	keyed := false
 	for i, p := range params {
 		kinds[i], queues[i], args[i] = p.Kind, p.Queue, string(p.Args)
 		if p.Metadata != nil {
@@ -73,8 +74,9 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 			nodes[i] = &w
 		}
 		retryOf[i], runIDs[i] = p.RetryOf, p.WorkflowRunID
-		if p.Actor != "" && i == 0 {
-			actor = p.Actor
+		actors[i] = p.Actor
+		if p.Actor == "" {
+			actors[i] = "client"
 		}
 	}
 	query := insertManyUnkeyed
@@ -82,7 +84,7 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		query = queries.Get("JobInsertMany")
 	}
 	rows, err := tx.Query(ctx, query, kinds, queues, args, metas, prios, runAts,
-		maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actor, d.channel)
+		maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

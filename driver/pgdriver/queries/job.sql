@@ -11,9 +11,9 @@
 WITH input AS (
     SELECT * FROM unnest(
         $1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::int[], $6::timestamptz[],
-        $7::int[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[]
+        $7::int[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $14::text[]
     ) WITH ORDINALITY AS t(kind, queue, args, metadata, priority, run_at, max_attempts, timeout_ms,
-                            idempotency_key, retry_of, workflow_run_id, workflow_node, ord)
+                            idempotency_key, retry_of, workflow_run_id, workflow_node, actor, ord)
 ),
 ins AS (
     -- The enqueued event is the row itself: enqueued_by is its actor (migration
@@ -25,7 +25,7 @@ ins AS (
            CASE WHEN workflow_run_id IS NULL THEN 'queued' ELSE 'pending' END,
            args, metadata, priority, coalesce(run_at, coalesce($13::timestamptz, now())), max_attempts,
            timeout_ms, idempotency_key, retry_of, workflow_run_id, workflow_node, coalesce($13::timestamptz, now()),
-           $14::text
+           actor
     FROM input ORDER BY ord
     -- Sent without this clause when no job of the batch has a key (insertManyUnkeyed).
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
