@@ -353,12 +353,11 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 			return
 		}
 		if time.Now().Add(wait).After(deadline) {
-			if errors.Is(err, errRetryCheck) {
-				// An earlier try may have been applied: the job may be done.
-				log.Error("could not tell whether the result was recorded; if it was not, the job will be retried after its lease expires", "err", err)
-				return
+			msg := "could not record the result; the job will be retried after its lease expires"
+			if errors.Is(err, errRetryCheck) { // an earlier try may have been applied: the job may be done
+				msg = "could not tell whether the result was recorded; if it was not, the job will be retried after its lease expires"
 			}
-			log.Error("could not record the result; the job will be retried after its lease expires", "err", err)
+			log.Error(msg, "err", err)
 			return
 		}
 		log.Warn("recording the result failed; retrying", "err", err)
