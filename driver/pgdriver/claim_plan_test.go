@@ -124,7 +124,8 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 // say that no job is leased while hundreds are: ANALYZEd while all jobs waited,
 // then 600 claimed. Planned with its values on each call, the completion read
 // the lease index instead (its predicate then matched the completion's status
-// check), once per input row: O(leased jobs × batch).
+// check), once per input row: O(leased jobs × batch); without its plan settings
+// it now scans the table sequentially (completePlanSettings).
 func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -142,19 +143,35 @@ func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 		ids, attempts, tokens = append(ids, j.ID), append(attempts, int32(j.Attempt)), append(tokens, j.LeaseToken)
 		results, reqs = append(results, "null"), append(reqs, "r")
 	}
-	// As completeMany sends it: an unnamed statement, planned with these values.
-	rows, err := d.Pool().Query(ctx, "EXPLAIN (COSTS OFF) "+pgdriver.CompleteManySQL(), pgx.QueryExecModeCacheDescribe,
-		ids, attempts, tokens, results, reqs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
-	if strings.Contains(plan, "drover_jobs_lease_idx") || !strings.Contains(plan, "drover_jobs_pkey") {
-		t.Errorf("the completion's plan with 500 leased jobs the statistics do not know of:\n%s\nwant lookups by primary key, not the lease index", plan)
+	// As completeMany sends it: in one transaction with its plan settings,
+	// planned with these values.
+	for _, req := range []string{"", "r"} {
+		for i := range reqs {
+			reqs[i] = req
+		}
+		b := &pgx.Batch{}
+		b.Queue(pgdriver.CompletePlanSettings)
+		b.Queue("EXPLAIN (COSTS OFF) "+pgdriver.CompleteManySQL(), ids, attempts, tokens, results, reqs, nil)
+		br := d.Pool().SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := br.Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := br.Close(); err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		if strings.Contains(plan, "drover_jobs_lease_idx") || strings.Contains(plan, "Seq Scan on drover_jobs") ||
+			!strings.Contains(plan, "Index Scan using drover_jobs_pkey on drover_jobs\n") {
+			t.Errorf("request_id %q: the completion's plan with 500 leased jobs the statistics do not know of:\n%s\nwant the UPDATE's jobs found by primary key, not by the lease index or a sequential scan", req, plan)
+		}
 	}
 	for i, err := range d.JobCompleteManyErrs(ctx, completions(jobs[:500])) {
 		if err != nil {

@@ -17,6 +17,9 @@ const ClaimPlanSettings = claimPlanSettings
 // CompleteManySQL is the batch completion's statement as the worker runs it.
 func CompleteManySQL() string { return completeManyOrds }
 
+// CompletePlanSettings is the statement that sets up a batch completion's transaction.
+const CompletePlanSettings = completePlanSettings
+
 // MigrateTo migrates up or down to version, for the migration tests.
 func (d *Driver) MigrateTo(version uint) error {
 	m, err := d.migrator()

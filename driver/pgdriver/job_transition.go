@@ -393,6 +393,16 @@ func (d *Driver) JobCompleteManyErrs(ctx context.Context, params []driver.Comple
 // completed.
 var completeManyOrds = queryVariant("JobCompleteMany", "SELECT * FROM j;", "SELECT ord FROM j;")
 
+// completePlanSettings hold for the one transaction of a batch completion. The
+// statement finds its jobs by primary key, one probe per job. Its guard names
+// status = 'running', and statistics gathered while few jobs were leased (an
+// ANALYZE of an idle queue) made a sequential scan of drover_jobs look cheaper
+// on a table of thousands of rows: a scan of the whole table for every batch
+// (TestCompletionPlanIgnoresStaleLeaseStatistics). With enable_seqscan off, the
+// probes are by primary key whatever the statistics say.
+const completePlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
+
 // completeMany applies the completions; with idsOnly the outcomes of the jobs
 // the batch statement completed carry no job.
 func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParams, idsOnly bool) []driver.JobOutcome {
@@ -429,23 +439,31 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	}
 	done := map[int64]*driver.Job{}
 	if len(ids) > 0 {
-		// Planned with the actual ids (an unnamed statement, planned on each
-		// call): a generic plan's join order depends on the statistics of the
-		// moment it was built, and it is kept (tried: bench/compare/HISTORY.md,
-		// sixth session). The statement's
-		// parameter types are described once and cached, so the arrays travel
-		// in binary; QueryExecModeExec sent them as text, which pgx spent ~1 µs a
-		// job formatting and PostgreSQL then parsed.
+		// Planned with the actual ids on every call (force_custom_plan): a
+		// generic plan's join order depends on the statistics of the moment it
+		// was built, and it is kept (tried: bench/compare/HISTORY.md, sixth
+		// session). The arrays travel in binary, the statement's types cached;
+		// QueryExecModeExec sent them as text, which pgx spent ~1 µs a job
+		// formatting and PostgreSQL then parsed.
 		query := queries.Get("JobCompleteMany")
 		if idsOnly {
 			query = completeManyOrds
 		}
-		rows, err := d.pool.Query(ctx, query, pgx.QueryExecModeCacheDescribe,
-			ids, attempts, tokens, results, reqs, nowArg(now))
-		if err == nil && idsOnly {
-			done, err = ordinalsOnly(rows)
-		} else if err == nil {
-			done, err = ordinals(rows)
+		b := &pgx.Batch{}
+		b.Queue(completePlanSettings)
+		b.Queue(query, ids, attempts, tokens, results, reqs, nowArg(now))
+		br := d.pool.SendBatch(ctx, b)
+		_, err := br.Exec()
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil && idsOnly {
+				done, err = ordinalsOnly(rows)
+			} else if err == nil {
+				done, err = ordinals(rows)
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
 		if err != nil {
 			for i, p := range params {

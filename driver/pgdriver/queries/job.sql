@@ -637,9 +637,14 @@ SELECT count(*) FROM d;
 -- Many completions in one statement, each fenced on its own by the UPDATE's guard
 -- (status, attempt, lease_token). No rows are locked ahead: concurrent batches
 -- name disjoint jobs (a job has one lease holder), and the primary-key probes
--- visit ids in the order the caller sorted them. The second scan of drover_jobs
--- (o) reads the owner the event names before the UPDATE clears it: a lease token
--- is issued once, with its owner, so the row that passes the guard has that owner.
+-- visit ids in the order the caller sorted them. The owner the completion is
+-- recorded under is the one the row had before the UPDATE cleared it: SET reads
+-- the old row, and the event's scalar subquery reads the statement's snapshot,
+-- which a data-modifying CTE does not change. A lease token is issued once, with
+-- its owner, and the worker sent this completion after its claim committed, so
+-- the snapshot's row and the row that passes the guard have the same owner.
+-- (A second scan of drover_jobs joined into the UPDATE for the owner was a
+-- primary-key probe per job, most of the statement's time: EXPLAIN ANALYZE.)
 -- Rows whose guard fails are absent from the answer and diagnosed by the caller;
 -- the caller sends each job once.
 WITH input AS (
@@ -650,16 +655,17 @@ j AS (
     UPDATE drover_jobs SET
         status = 'succeeded', result = input.result, finished_at = coalesce($6::timestamptz, now()),
         -- As JobComplete's: without a request_id the event is the row.
-        finished_by = CASE WHEN input.request_id = '' THEN 'worker:' || o.owner END,
+        finished_by = CASE WHEN input.request_id = '' THEN 'worker:' || drover_jobs.owner END,
         owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = drover_jobs.rev + 1
-    FROM input, drover_jobs o
-    WHERE drover_jobs.id = input.id AND o.id = input.id
+    FROM input
+    WHERE drover_jobs.id = input.id
       AND drover_jobs.status = 'running' AND drover_jobs.attempt = input.attempt AND drover_jobs.lease_token = input.token
-    RETURNING drover_jobs.*, o.owner AS old_owner, input.request_id AS req, input.ord AS ord
+    RETURNING drover_jobs.*, input.request_id AS req, input.ord AS ord
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-    SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, 'worker:' || old_owner, req, attempt FROM j
+    SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at,
+           'worker:' || (SELECT o.owner FROM drover_jobs o WHERE o.id = j.id), req, attempt FROM j
     WHERE req <> ''
 ),
 fin AS (
