@@ -65,7 +65,14 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 		}
 	}
 	if n := len(p.Args) + len(p.Metadata); n > max {
-		return &ValidationError{Field: "args", Reason: fmt.Sprintf("payload is %d bytes, the limit is %d", n, max), TooLarge: true}
+		// The limit is on the two together; the error names the larger one, the
+		// one to shrink, and gives both sizes.
+		field := "args"
+		if len(p.Metadata) > len(p.Args) {
+			field = "metadata"
+		}
+		return &ValidationError{Field: field, TooLarge: true, Reason: fmt.Sprintf(
+			"args (%d bytes) and metadata (%d bytes) are %d bytes together, the limit is %d", len(p.Args), len(p.Metadata), n, max)}
 	}
 	if p.Priority < 0 {
 		return Invalid("priority", "%d is negative; 0 is the highest priority", p.Priority)

@@ -144,6 +144,9 @@ func TestValidateInsertRejects(t *testing.T) {
 		{"args + metadata over a custom limit", func(p *driver.InsertParams) {
 			p.Args, p.Metadata = json.RawMessage(`{"a":1}`), json.RawMessage(`{"b":2}`)
 		}, driver.Limits{MaxPayloadBytes: 10}, "args"},
+		{"metadata over a custom limit, the args small", func(p *driver.InsertParams) {
+			p.Args, p.Metadata = json.RawMessage(`{}`), json.RawMessage(`{"b":"0123456789"}`)
+		}, driver.Limits{MaxPayloadBytes: 10}, "metadata"},
 		{"idempotency key too long", func(p *driver.InsertParams) { p.IdempotencyKey = strings.Repeat("k", driver.MaxIdempotencyKeyLen+1) }, driver.Limits{}, "idempotency_key"},
 		{"idempotency key with NUL", func(p *driver.InsertParams) { p.IdempotencyKey = "a\x00b" }, driver.Limits{}, "idempotency_key"},
 		{"idempotency key not UTF-8", func(p *driver.InsertParams) { p.IdempotencyKey = "a\xffb" }, driver.Limits{}, "idempotency_key"},
