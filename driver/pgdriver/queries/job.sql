@@ -636,15 +636,17 @@ SELECT count(*) FROM d;
 -- name: JobCompleteMany
 -- Many completions in one statement, each fenced on its own by the UPDATE's guard
 -- (status, attempt, lease_token). No rows are locked ahead: concurrent batches
--- name disjoint jobs (a job has one lease holder), and the primary-key probes
--- visit ids in the order the caller sorted them. The owner the completion is
--- recorded under is the one the row had before the UPDATE cleared it: SET reads
--- the old row, and the event's scalar subquery reads the statement's snapshot,
--- which a data-modifying CTE does not change. A lease token is issued once, with
--- its owner, and the worker sent this completion after its claim committed, so
--- the snapshot's row and the row that passes the guard have the same owner.
--- (A second scan of drover_jobs joined into the UPDATE for the owner was a
--- primary-key probe per job, most of the statement's time: EXPLAIN ANALYZE.)
+-- name disjoint jobs (a job has one lease holder), and the primary-key lookup
+-- ($1, sorted by the caller) visits ids in order; it runs under
+-- completePlanSettings. The owner the completion is recorded under is the one
+-- the row had before the UPDATE cleared it: SET reads the old row, and the
+-- event's scalar subquery reads the statement's snapshot, which a
+-- data-modifying CTE does not change. Only a claim writes owner, always with a
+-- fresh lease_token (every other statement clears both or neither), so a row
+-- version that passes the guard has the owner of the snapshot's version, which
+-- passed it too (the scan's filter, before EvalPlanQual rechecks the latest).
+-- (A second scan of drover_jobs joined into the UPDATE for the owner cost a
+-- second primary-key probe per job.)
 -- Rows whose guard fails are absent from the answer and diagnosed by the caller;
 -- the caller sends each job once.
 WITH input AS (
@@ -658,7 +660,7 @@ j AS (
         finished_by = CASE WHEN input.request_id = '' THEN 'worker:' || drover_jobs.owner END,
         owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = drover_jobs.rev + 1
     FROM input
-    WHERE drover_jobs.id = input.id
+    WHERE drover_jobs.id = ANY ($1::bigint[]) AND drover_jobs.id = input.id
       AND drover_jobs.status = 'running' AND drover_jobs.attempt = input.attempt AND drover_jobs.lease_token = input.token
     RETURNING drover_jobs.*, input.request_id AS req, input.ord AS ord
 ),
