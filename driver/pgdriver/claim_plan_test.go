@@ -124,8 +124,9 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 // say that no job is leased while hundreds are: ANALYZEd while all jobs waited,
 // then 600 claimed. Planned with its values on each call, the completion read
 // the lease index instead (its predicate then matched the completion's status
-// check), once per input row: O(leased jobs × batch); without its plan settings
-// it now scans the table sequentially (completePlanSettings).
+// check), once per input row: O(leased jobs × batch). Without its own plan
+// settings (completePlanSettings) it now walks the whole table, or the whole
+// primary key, once per input row; with them the ids are looked up by key.
 func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
