@@ -176,28 +176,36 @@ func (d *Driver) claimQueue(ctx context.Context, q claimDB, p driver.ClaimParams
 // claim's.
 func (d *Driver) claimQueueFrom(ctx context.Context, q claimDB, p driver.ClaimParams, limit int, lease int64, cur *claimCursor) ([]*driver.Job, error) {
 	curPrio, curRunAt, curID := cur.args()
-	b := &pgx.Batch{}
-	b.Queue(claimPlanSettings)
-	b.Queue(queries.Get("JobClaimQueue"), p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start,
-		curPrio, curRunAt, curID)
-	br := q.SendBatch(ctx, b)
-	jobs, err := func() ([]*driver.Job, error) {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		return collectJobs(rows)
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	var jobs []*driver.Job
+	err := queryUnder(ctx, q, claimPlanSettings, queries.Get("JobClaimQueue"), func(rows pgx.Rows) (err error) {
+		jobs, err = collectJobs(rows)
+		return err
+	}, p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start, curPrio, curRunAt, curID)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return jobs, nil
+}
+
+// queryUnder runs query after settings in one transaction, a pgx batch (one
+// round trip, one implicit transaction, so set_config(…, true) holds for the
+// query and ends with it), and hands its rows to read, which closes them.
+func queryUnder(ctx context.Context, q claimDB, settings, query string, read func(pgx.Rows) error, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(settings)
+	b.Queue(query, args...)
+	br := q.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			err = read(rows)
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // claimRounds bounds how often a claim naming several queues asks again for
@@ -454,22 +462,14 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		if idsOnly {
 			query = completeManyOrds
 		}
-		b := &pgx.Batch{}
-		b.Queue(completePlanSettings)
-		b.Queue(query, ids, attempts, tokens, results, reqs, nowArg(now))
-		br := d.pool.SendBatch(ctx, b)
-		_, err := br.Exec()
-		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil && idsOnly {
-				done, err = ordinalsOnly(rows)
-			} else if err == nil {
-				done, err = ordinals(rows)
-			}
+		read := ordinals
+		if idsOnly {
+			read = ordinalsOnly
 		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+		err := queryUnder(ctx, d.pool, completePlanSettings, query, func(rows pgx.Rows) (err error) {
+			done, err = read(rows)
+			return err
+		}, ids, attempts, tokens, results, reqs, nowArg(now))
 		if err != nil {
 			for i, p := range params {
 				if out[i].Err == nil {
