@@ -204,7 +204,8 @@ func (c *Client) DLQList(ctx context.Context, queue string, afterID int64, limit
 }
 
 // DLQRequeue enqueues a new job copying failed job id, with RetryOf = id. The
-// failed job stays as the record.
+// failed job stays as the record. It is requeued at most once: a repeat returns
+// the job the first call created, with Replayed set.
 func (c *Client) DLQRequeue(ctx context.Context, id int64) (*Job, error) {
 	return c.drv.JobDLQRequeue(ctx, driver.DLQRequeueParams{ID: id, Actor: "operator"})
 }

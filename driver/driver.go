@@ -108,6 +108,9 @@ type Driver interface {
 	// JobDLQRequeue enqueues a new queued job copying the failed job ID's kind,
 	// args, queue, priority, max_attempts, timeout and metadata, with retry_of = ID.
 	// The failed row is unchanged. A job that is not failed → ErrInvalidTransition.
+	// A failed job is requeued at most once: once a job with retry_of = ID
+	// exists, a repeat (a retried request, a second operator) creates nothing
+	// and returns that job, with Replayed = true, whatever its status now.
 	JobDLQRequeue(ctx context.Context, params DLQRequeueParams) (*Job, error)
 	// JobDLQPurge deletes failed jobs (optionally of one queue); returns the count.
 	JobDLQPurge(ctx context.Context, params DLQPurgeParams) (int, error)

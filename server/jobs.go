@@ -268,7 +268,11 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", fmt.Sprintf("/jobs/%d", j.ID))
-	writeJSON(w, http.StatusCreated, j)
+	status := http.StatusCreated
+	if j.Replayed { // requeued before: the job that requeue created, as it is now
+		status = http.StatusOK
+	}
+	writeJSON(w, status, j)
 	return nil
 }
 

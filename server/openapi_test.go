@@ -283,6 +283,13 @@ func checkOperation(t *testing.T, d oaDoc, key string, r route, op oaOp) {
 			}
 		}
 	}
+	if key == "POST /dlq/{id}/requeue" { // 201 a new job, 200 an earlier requeue's
+		for _, code := range []string{"200", "201"} {
+			if _, ok := op.Responses[code]; !ok {
+				t.Errorf("POST /dlq/{id}/requeue does not list %s", code)
+			}
+		}
+	}
 }
 
 // jsonFields lists the JSON names of a struct's fields, embedded ones included.

@@ -2,6 +2,8 @@ package drivertest
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -12,6 +14,8 @@ import (
 var dlqTests = []suiteTest{
 	{"Requeue", testDLQRequeue},
 	{"RequeueNotFailed", testDLQRequeueNotFailed},
+	{"RequeueOnce", testDLQRequeueOnce},
+	{"RequeueConcurrent", testDLQRequeueConcurrent},
 	{"Purge", testDLQPurge},
 }
 
@@ -50,6 +54,97 @@ func testDLQRequeue(h *harness) {
 	c := h.mustClaimOne(driver.ClaimParams{Queues: []string{"reports"}, Limit: 1, Owner: owner, LeaseDuration: leaseDuration})
 	if c.ID != n.ID {
 		h.t.Errorf("claim from reports took %d, want the requeued job %d", c.ID, n.ID)
+	}
+}
+
+// testDLQRequeueOnce: a failed job is requeued at most once. A repeat, while
+// the new job waits and after it has run, returns that job (Replayed) and
+// writes nothing; the new job, once failed, can be requeued in turn.
+func testDLQRequeueOnce(h *harness) {
+	f := h.failedJob(func(p *driver.InsertParams) { p.Queue = "once" })
+	first, err := h.d.JobDLQRequeue(h.ctx, driver.DLQRequeueParams{ID: f.ID, Actor: "operator"})
+	if err != nil {
+		h.t.Fatalf("JobDLQRequeue(%d): %v", f.ID, err)
+	}
+	if first.Replayed {
+		h.t.Errorf("first JobDLQRequeue(%d): Replayed = true, want false", f.ID)
+	}
+	again := func(what string) *driver.Job {
+		h.t.Helper()
+		before := h.snap(first.ID)
+		j, err := h.d.JobDLQRequeue(h.ctx, driver.DLQRequeueParams{ID: f.ID, Actor: "operator-2"})
+		if err != nil {
+			h.t.Fatalf("JobDLQRequeue(%d) %s: %v", f.ID, what, err)
+		}
+		if j.ID != first.ID || !j.Replayed || *j.RetryOf != f.ID {
+			h.t.Errorf("JobDLQRequeue(%d) %s = job %d (Replayed %v), want job %d again, Replayed", f.ID, what, j.ID, j.Replayed, first.ID)
+		}
+		h.wantUnchanged(before, "JobDLQRequeue "+what)
+		if all := h.listAll(driver.ListParams{Queue: "once", Limit: 100}); len(all) != 2 {
+			h.t.Errorf("queue holds %d jobs %v after the requeue %s, want 2 (the failed one and its requeue)", len(all), jobIDs(all), what)
+		}
+		return j
+	}
+	if j := again("while its job waits"); j.Status != lifecycle.StatusQueued {
+		h.t.Errorf("repeat while waiting: status %s, want queued", j.Status)
+	}
+	c := h.mustClaimOne(driver.ClaimParams{Queues: []string{"once"}, Limit: 1, Owner: owner, LeaseDuration: leaseDuration})
+	if c.ID != first.ID {
+		h.t.Fatalf("claim took %d, want the requeued job %d", c.ID, first.ID)
+	}
+	failed := h.mustFail(h.mustStart(c, 2*time.Second), failParams(h.at(3*time.Second), "boom again", h.tm(time.Hour), true), lifecycle.StatusFailed)
+	if j := again("after its job failed too"); j.Status != lifecycle.StatusFailed || j.Rev != failed.Rev {
+		h.t.Errorf("repeat after the requeued job failed: status %s rev %d, want it as it is now (failed, rev %d)", j.Status, j.Rev, failed.Rev)
+	}
+	second, err := h.d.JobDLQRequeue(h.ctx, driver.DLQRequeueParams{ID: first.ID, Actor: "operator"})
+	if err != nil {
+		h.t.Fatalf("JobDLQRequeue of the requeued job %d, failed in turn: %v", first.ID, err)
+	}
+	if second.Replayed || second.ID == first.ID || second.ID == f.ID || *second.RetryOf != first.ID {
+		h.t.Errorf("requeue of the failed requeue = job %d (Replayed %v, retry_of %s), want a new job retrying %d",
+			second.ID, second.Replayed, fmtInt64Ptr(second.RetryOf), first.ID)
+	}
+}
+
+// testDLQRequeueConcurrent: requeues of one failed job racing each other
+// create one job, which every one of them returns. Several rounds, because a
+// race lost without the driver's lock shows in only some of them.
+func testDLQRequeueConcurrent(h *harness) {
+	const rounds, n = 8, 16
+	for r := range rounds {
+		queue := fmt.Sprintf("race-%d", r)
+		f := h.failedJob(func(p *driver.InsertParams) { p.Queue = queue })
+		jobs := make([]*driver.Job, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				jobs[i], errs[i] = h.d.JobDLQRequeue(h.ctx, driver.DLQRequeueParams{ID: f.ID, Actor: "operator"})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		fresh, ids := 0, map[int64]bool{}
+		for i := range n {
+			if errs[i] != nil {
+				h.t.Errorf("round %d, requeue %d: %v", r, i, errs[i])
+				continue
+			}
+			ids[jobs[i].ID] = true
+			if !jobs[i].Replayed {
+				fresh++
+			}
+		}
+		if fresh != 1 || len(ids) != 1 {
+			h.t.Errorf("round %d: %d of %d concurrent requeues created a job, and they returned %d jobs; want 1 and 1", r, fresh, n, len(ids))
+		}
+		if all := h.listAll(driver.ListParams{Queue: queue, Limit: 100}); len(all) != 2 {
+			h.t.Errorf("round %d: queue holds %d jobs %v, want 2 (the failed one and one requeue)", r, len(all), jobIDs(all))
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package pgdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -67,25 +68,54 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 	return n, nil
 }
 
-// JobDLQRequeue implements driver.Driver.
+// JobDLQRequeue implements driver.Driver. The failed row is locked first, so
+// two requeues of one job take turns and the second answers the first's job.
 func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (*driver.Job, error) {
 	actor := p.Actor
 	if actor == "" {
 		actor = "operator"
 	}
-	rows, err := d.pool.Query(ctx, queries.Get("JobDLQRequeue"), p.ID, actor)
-	if err != nil {
+	var j *driver.Job
+	var refused error // the job is missing or not failed
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var failed bool
+		err := tx.QueryRow(ctx, queries.Get("JobDLQLock"), p.ID).Scan(&failed)
+		if err != nil && !isNoRows(err) {
+			return err
+		}
+		if !failed { // diagnose tells a missing job from one in another status
+			_, err := d.diagnose(ctx, tx, "requeue from the DLQ", p.ID, "", driver.ErrInvalidTransition)
+			if errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrInvalidTransition) {
+				refused = err
+			}
+			return err
+		}
+		rows, err := tx.Query(ctx, queries.Get("JobDLQRetry"), p.ID)
+		if err != nil {
+			return err
+		}
+		if j, err = collectOne(rows); err != nil || j != nil {
+			if j != nil {
+				j.Replayed = true
+			}
+			return err
+		}
+		rows, err = tx.Query(ctx, queries.Get("JobDLQRequeue"), p.ID, actor)
+		if err != nil {
+			return err
+		}
+		j, err = collectOne(rows)
+		return err
+	})
+	switch {
+	case refused != nil:
+		return nil, fmt.Errorf("%w (only failed jobs are in the DLQ)", refused)
+	case err != nil:
 		return nil, fmt.Errorf("requeue job %d from the DLQ: %w", p.ID, err)
 	}
-	j, err := collectOne(rows)
-	if err != nil {
-		return nil, fmt.Errorf("requeue job %d from the DLQ: %w", p.ID, err)
+	if !j.Replayed {
+		_ = d.WakeupPublish(ctx, []string{j.Queue})
 	}
-	if j == nil {
-		_, err := d.diagnose(ctx, d.pool, "requeue from the DLQ", p.ID, "", driver.ErrInvalidTransition)
-		return nil, fmt.Errorf("%w (only failed jobs are in the DLQ)", err)
-	}
-	_ = d.WakeupPublish(ctx, []string{j.Queue})
 	return j, nil
 }
 

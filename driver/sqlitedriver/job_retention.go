@@ -31,7 +31,10 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 
 // JobDLQRequeue enqueues a new queued job copying the failed job's kind, args,
 // queue, priority, max_attempts, timeout and metadata, with retry_of = ID and no
-// idempotency key. The failed row stays as the record.
+// idempotency key. The failed row stays as the record. A failed job is
+// requeued at most once: if a job with retry_of = ID exists, it is returned
+// with Replayed set and nothing is written (the write transaction makes the
+// look-up and the insert one step).
 func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (*driver.Job, error) {
 	now := time.Now().UTC()
 	actor := p.Actor
@@ -46,6 +49,15 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 		}
 		if old.Status != lifecycle.StatusFailed {
 			return fmt.Errorf("requeue job %d from the dead-letter queue: job is %s, not failed: %w", p.ID, old.Status, driver.ErrInvalidTransition)
+		}
+		prev, err := queryJob(ctx, tx, queries.Get("JobDLQRetry"), sql.Named("id", p.ID))
+		if err != nil {
+			return fmt.Errorf("requeue job %d from the dead-letter queue: look up an earlier requeue: %w", p.ID, err)
+		}
+		if prev != nil {
+			prev.Replayed = true
+			res.Job = prev
+			return nil
 		}
 		retryOf := old.ID
 		rs, err := insertMany(ctx, tx, []driver.InsertParams{{
@@ -70,7 +82,9 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 	if err != nil {
 		return nil, err
 	}
-	d.wake.publish([]string{res.Job.Queue})
+	if !res.Job.Replayed {
+		d.wake.publish([]string{res.Job.Queue})
+	}
 	return res.Job, nil
 }
 

@@ -243,8 +243,27 @@ func testDLQ(t *testing.T, s *server) {
 	if old := c.get(j.ID); old.Status != "failed" {
 		t.Errorf("the failed job is now %s; it stays as the record", old.Status)
 	}
+	// A failed job is requeued at most once: a repeat (a retried request, a
+	// second click) answers 200 with the first requeue's job and enqueues nothing.
+	var again job
+	r = c.want(200, "POST", fmt.Sprintf("/dlq/%d/requeue", j.ID), nil, &again)
+	if again.ID != re.ID || again.Status != "queued" {
+		t.Errorf("repeated requeue = job %d (%s), want job %d again", again.ID, again.Status, re.ID)
+	}
+	if loc := r.header.Get("Location"); loc != fmt.Sprintf("/jobs/%d", re.ID) {
+		t.Errorf("repeated requeue: Location %q, want /jobs/%d", loc, re.ID)
+	}
 	if tk2 := c.claimOne(q); tk2.TaskID != re.ID {
 		t.Errorf("claimed %d, want the requeued job %d", tk2.TaskID, re.ID)
+	}
+	c.want(200, "POST", fmt.Sprintf("/dlq/%d/requeue", j.ID), nil, &again)
+	if again.ID != re.ID || again.Status != "running" {
+		t.Errorf("requeue repeated while its job runs = job %d (%s), want job %d, running", again.ID, again.Status, re.ID)
+	}
+	var all page
+	c.want(200, "GET", "/jobs?queue="+q, nil, &all)
+	if len(all.Jobs) != 2 {
+		t.Errorf("queue %s holds %d jobs after three requeues of one failed job, want 2", q, len(all.Jobs))
 	}
 	// Only failed jobs can be requeued.
 	c.wantError(422, "invalid_transition", "POST", fmt.Sprintf("/dlq/%d/requeue", re.ID), nil)

@@ -62,6 +62,9 @@ func newDLQCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if j.Replayed {
+				return g.done(j, "failed job %d was requeued before, as job %d (now %s); nothing new was enqueued", id, j.ID, j.Status)
+			}
 			return g.done(j, "requeued failed job %d as job %d", id, j.ID)
 		})
 	var purgeQueue string

@@ -220,9 +220,11 @@ func (r *remoteAPI) DLQList(ctx context.Context, queue string, afterID int64, li
 
 func (r *remoteAPI) DLQRequeue(ctx context.Context, id int64) (*drover.Job, error) {
 	var j drover.Job
-	if _, err := r.do(ctx, "POST", fmt.Sprintf("/dlq/%d/requeue", id), nil, nil, &j); err != nil {
+	code, err := r.do(ctx, "POST", fmt.Sprintf("/dlq/%d/requeue", id), nil, nil, &j)
+	if err != nil {
 		return nil, err
 	}
+	j.Replayed = code == http.StatusOK // 201 for a new job; 200 for an earlier requeue's
 	return &j, nil
 }
 

@@ -77,6 +77,9 @@ func TestRemoteCommands(t *testing.T) {
 			if code, stdout, _ := cli("dlq", "requeue", jsonID(dlq[0])); code != 0 || !strings.Contains(stdout, "requeued failed job") {
 				t.Fatalf("remote dlq requeue: exit %d: %q", code, stdout)
 			}
+			if code, stdout, _ := cli("dlq", "requeue", jsonID(dlq[0])); code != 0 || !strings.Contains(stdout, "was requeued before") {
+				t.Fatalf("remote dlq requeue, repeated: exit %d: %q, want it to say the job was requeued before", code, stdout)
+			}
 			if code, stdout, _ := cli("dlq", "purge"); code != 0 || !strings.Contains(stdout, "purged 1") {
 				t.Fatalf("remote dlq purge: exit %d: %q", code, stdout)
 			}

@@ -581,6 +581,15 @@ moved AS (
 )
 SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM moved);
 
+-- name: JobDLQLock
+-- Locks the job a requeue copies, so that two requeues of it take turns: the
+-- second one's next statement, in a fresh snapshot, finds the first one's job.
+SELECT status = 'failed' FROM drover_jobs WHERE id = $1 FOR NO KEY UPDATE;
+
+-- name: JobDLQRetry
+-- The job an earlier requeue of failed job $1 created (drover_jobs_retry_of_idx).
+SELECT * FROM drover_jobs WHERE retry_of = $1 ORDER BY id LIMIT 1;
+
 -- name: JobDLQRequeue
 WITH src AS (
     SELECT * FROM drover_jobs WHERE id = $1 AND status = 'failed'

@@ -18,3 +18,7 @@ DELETE FROM drover_job_events WHERE job_id IN (SELECT value FROM json_each(:ids)
 
 -- name: JobsDelete
 DELETE FROM drover_jobs WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: JobDLQRetry
+-- The job an earlier requeue of failed job :id created (drover_jobs_retry_of_idx).
+SELECT * FROM drover_jobs WHERE retry_of = :id ORDER BY id LIMIT 1;

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS drover_jobs_retry_of_idx;
