@@ -171,7 +171,7 @@ type Job struct {
 	RetryOf        *int64           `json:"retry_of,omitempty"`
 	WorkflowRunID  *int64           `json:"workflow_run_id,omitempty"`
 	WorkflowNode   string           `json:"workflow_node,omitempty"`
-	Replayed       bool             `json:"-"` // answer to a repeated request_id
+	Replayed       bool             `json:"-"` // answer to a repeated request_id, or to a repeated DLQ requeue
 }
 
 // State returns the fields the lifecycle invariants talk about.

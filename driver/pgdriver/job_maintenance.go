@@ -70,6 +70,9 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 
 // JobDLQRequeue implements driver.Driver. The failed row is locked first, so
 // two requeues of one job take turns and the second answers the first's job.
+// That needs READ COMMITTED, whatever the database's default: under REPEATABLE
+// READ the second's look-up would not see the first's job, and both would
+// insert one.
 func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (*driver.Job, error) {
 	actor := p.Actor
 	if actor == "" {
@@ -77,7 +80,7 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 	}
 	var j *driver.Job
 	var refused error // the job is missing or not failed
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var failed bool
 		err := tx.QueryRow(ctx, queries.Get("JobDLQLock"), p.ID).Scan(&failed)
 		if err != nil && !isNoRows(err) {

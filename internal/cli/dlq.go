@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
 )
 
 // checkPage refuses paging flags the HTTP API would refuse too, so a command
@@ -56,11 +57,14 @@ func newDLQCmd(g *globals) *cobra.Command {
 	list.Flags().IntVar(&limit, "limit", 100, "most jobs to show")
 	list.Flags().Int64Var(&after, "after", 0, "show jobs older than this id (cursor)")
 
-	requeue := idCommand(g, "requeue ID", "Enqueue a failed job again as a new job (retry_of points at the old one)",
+	requeue := idCommand(g, "requeue ID", "Enqueue a failed job again as a new job (retry_of points at the old one); once per failed job",
 		func(ctx context.Context, c api, id int64) error {
 			j, err := c.DLQRequeue(ctx, id)
 			if err != nil {
 				return err
+			}
+			if j.Replayed && j.Status == lifecycle.StatusFailed {
+				return g.done(j, "failed job %d was requeued before, as job %d, which failed too; nothing new was enqueued (to run it again: drover dlq requeue %d)", id, j.ID, j.ID)
 			}
 			if j.Replayed {
 				return g.done(j, "failed job %d was requeued before, as job %d (now %s); nothing new was enqueued", id, j.ID, j.Status)

@@ -582,9 +582,10 @@ moved AS (
 SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM moved);
 
 -- name: JobDLQLock
--- Locks the job a requeue copies, so that two requeues of it take turns: the
--- second one's next statement, in a fresh snapshot, finds the first one's job.
-SELECT status = 'failed' FROM drover_jobs WHERE id = $1 FOR NO KEY UPDATE;
+-- Locks the failed job a requeue copies, so that two requeues of it take turns:
+-- the second one's next statement, in a fresh snapshot (READ COMMITTED), finds
+-- the first one's job. A job that is not failed is not locked: no row.
+SELECT true FROM drover_jobs WHERE id = $1 AND status = 'failed' FOR NO KEY UPDATE;
 
 -- name: JobDLQRetry
 -- The job an earlier requeue of failed job $1 created (drover_jobs_retry_of_idx).
