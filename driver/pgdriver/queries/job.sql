@@ -617,11 +617,15 @@ WITH src AS (
     FOR UPDATE SKIP LOCKED
 ),
 d AS (
-    DELETE FROM drover_jobs WHERE id IN (
+    -- The jobs are locked in id order before any is deleted, as the DLQ purge
+    -- locks its own: deleting in a join's order, this and a purge of the same
+    -- failed jobs deadlocked (TestDLQPurgeAndRetentionDoNotDeadlock).
+    DELETE FROM drover_jobs WHERE id = ANY (ARRAY(
         SELECT id FROM drover_jobs
         WHERE id = ANY (ARRAY(SELECT unnest(job_ids) FROM src))
           AND status IN ('succeeded','failed','canceled','skipped') AND finished_at < $1
-        ORDER BY id LIMIT $2)
+        ORDER BY id LIMIT $2
+        FOR UPDATE))
     RETURNING id
 ),
 e AS (
@@ -634,8 +638,16 @@ DELETE FROM drover_finished f WHERE f.id = ANY ($1::bigint[])
   AND NOT EXISTS (SELECT 1 FROM drover_jobs j WHERE j.id = ANY (f.job_ids));
 
 -- name: JobDLQPurge
-WITH d AS (
-    DELETE FROM drover_jobs WHERE status = 'failed' AND error IS NOT NULL AND ($1::text = '' OR queue = $1)
+-- The failed jobs are locked in id order before any is deleted, as retention
+-- locks the jobs it deletes (JobDeleteFinished): in the DLQ index's (queue, id)
+-- order, a purge and retention deadlocked over the same jobs.
+WITH victims AS MATERIALIZED (
+    SELECT id FROM drover_jobs WHERE status = 'failed' AND error IS NOT NULL AND ($1::text = '' OR queue = $1)
+    ORDER BY id
+    FOR UPDATE
+),
+d AS (
+    DELETE FROM drover_jobs WHERE id = ANY (ARRAY(SELECT id FROM victims))
     RETURNING id
 ),
 e AS (
