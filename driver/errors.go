@@ -41,3 +41,12 @@ func (e *ValidationError) Unwrap() error { return ErrInvalidArgument }
 func Invalid(field, format string, a ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, a...)}
 }
+
+// RequestReused is the error of a lease holder's call whose request_id the job's
+// log holds from another attempt of the job. A repeat of a call is a call of the
+// same attempt, so this is a new call that reused an old request_id: it is
+// refused, and nothing changes.
+func RequestReused(requestID string, jobID int64, usedBy, attempt int) error {
+	return Invalid("request_id", "%q was used by attempt %d of job %d; a call of attempt %d needs a request_id of its own",
+		requestID, usedBy, jobID, attempt)
+}

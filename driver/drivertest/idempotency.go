@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ var requestIDTests = []suiteTest{
 	{"Heartbeat", testReplayHeartbeat},
 	{"ReplayAfterTheJobMovedOn", testReplayLater},
 	{"SameRequestIDOnAnotherJob", testReplayOtherJob},
+	{"SameRequestIDAtAnotherAttempt", testReplayOtherAttempt},
 }
 
 // wantReplay runs call, which repeats a request already applied to job id.
@@ -228,6 +230,55 @@ func testReplayOtherJob(h *harness) {
 		p := driver.CancelParams{ID: j.ID, RequestID: "same", Actor: "operator", Now: h.at(time.Second)}
 		h.transition("JobCancel", j.ID, lifecycle.EventCanceled, lifecycle.StatusCanceled, func() (*driver.Job, error) { return h.d.JobCancel(h.ctx, p) })
 	}
+}
+
+// testReplayOtherAttempt: a repeat is a call of the attempt that logged its
+// request_id. The lease holder of a later attempt that reuses it is refused
+// with an error naming request_id, and nothing changes (before, it was
+// answered as a repeat and its report was dropped); the earlier attempt's
+// holder still gets its repeat answered.
+func testReplayOtherAttempt(h *harness) {
+	r := h.runningJob(nil)
+	p := failParams(h.at(2*time.Second), "first try", h.tm(3*time.Second), false)
+	p.FenceParams = fence(r, h.at(2*time.Second))
+	p.RequestID = "report-1"
+	h.transition("JobFail", r.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+	c := h.mustClaimOne(driver.ClaimParams{ID: r.ID, Limit: 1, Owner: owner, LeaseDuration: leaseDuration, Now: h.at(4 * time.Second)})
+	s := h.mustStart(c, 5*time.Second)
+	if s.Attempt != r.Attempt+1 {
+		h.t.Fatalf("second claim: attempt %d, want %d", s.Attempt, r.Attempt+1)
+	}
+	cp := driver.CompleteParams{FenceParams: fence(s, h.at(6*time.Second)), Result: json.RawMessage(`2`)}
+	cp.RequestID = "report-1"
+	h.rejected(s.ID, driver.ErrInvalidArgument, "JobComplete of attempt 2 with attempt 1's request_id", func() error {
+		_, err := h.d.JobComplete(h.ctx, cp)
+		var ve *driver.ValidationError
+		if errors.As(err, &ve) && ve.Field != "request_id" {
+			h.t.Errorf("JobComplete with a reused request_id: error names %q, want request_id", ve.Field)
+		}
+		return err
+	})
+	// In a batch it fails alone: another job's completion goes through.
+	o := h.runningJob(nil)
+	op := driver.CompleteParams{FenceParams: fence(o, h.at(6*time.Second)), Result: json.RawMessage(`3`)}
+	op.RequestID = "report-o"
+	outs := h.d.JobCompleteMany(h.ctx, []driver.CompleteParams{cp, op})
+	if len(outs) != 2 || !errors.Is(outs[0].Err, driver.ErrInvalidArgument) {
+		h.t.Errorf("JobCompleteMany of attempt 2 with attempt 1's request_id = %+v, want ErrInvalidArgument", outs)
+	}
+	if len(outs) == 2 && (outs[1].Err != nil || outs[1].Job == nil || outs[1].Job.Status != lifecycle.StatusSucceeded) {
+		h.t.Errorf("JobCompleteMany: the other job's completion = %+v, want it succeeded", outs[1])
+	}
+	hp := driver.HeartbeatParams{FenceParams: fence(s, h.at(6*time.Second))}
+	hp.RequestID, hp.LeaseDuration = "report-1", leaseDuration
+	h.rejected(s.ID, driver.ErrInvalidArgument, "JobHeartbeat of attempt 2 with attempt 1's request_id", func() error {
+		_, err := h.d.JobHeartbeat(h.ctx, hp)
+		return err
+	})
+	// The first attempt's holder repeating its report gets its answer.
+	h.wantReplay(r.ID, "JobFail of attempt 1, repeated during attempt 2", func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+	cp.RequestID = "report-2"
+	h.transition("JobComplete", s.ID, lifecycle.EventSucceeded, lifecycle.StatusSucceeded, func() (*driver.Job, error) { return h.d.JobComplete(h.ctx, cp) })
 }
 
 // idempotencyKeyTests: enqueueing an existing idempotency key returns the earlier job.

@@ -340,7 +340,7 @@ func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.
 // JobHeartbeat implements driver.Driver.
 func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
 	if p.RequestID != "" {
-		if j, err := d.replay(ctx, d.pool, p.ID, p.RequestID); err != nil || j != nil {
+		if j, err := d.replay(ctx, d.pool, p.ID, p.RequestID, p.Attempt); err != nil || j != nil {
 			if err != nil {
 				return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 			}
@@ -487,7 +487,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			out[i].Job = j // nil with idsOnly
 			continue
 		}
-		out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, "complete", p.ID, p.RequestID, driver.ErrLeaseLost)
+		out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, "complete", p.ID, p.RequestID, p.Attempt, driver.ErrLeaseLost)
 	}
 	return out
 }
@@ -556,7 +556,7 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 	}
 	for i, p := range params {
 		if out[i].Job == nil {
-			out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, op, p.ID, p.RequestID, driver.ErrLeaseLost)
+			out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, op, p.ID, p.RequestID, p.Attempt, driver.ErrLeaseLost)
 		}
 	}
 	return out
@@ -609,7 +609,7 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 			break
 		}
 	}
-	return d.diagnose(ctx, d.pool, "cancel", p.ID, p.RequestID, driver.ErrInvalidTransition)
+	return d.diagnose(ctx, d.pool, "cancel", p.ID, p.RequestID, 0, driver.ErrInvalidTransition)
 }
 
 // cancelRounds bounds how often JobCancel runs its statement for one call.
@@ -619,7 +619,7 @@ const cancelRounds = 5
 func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {
 	if _, err := uuid.Parse(p.LeaseToken); err != nil {
 		// Not a token we could have issued; never send it to a uuid column.
-		return d.diagnose(ctx, q, op, p.ID, p.RequestID, otherwise)
+		return d.diagnose(ctx, q, op, p.ID, p.RequestID, p.Attempt, otherwise)
 	}
 	rows, err := q.Query(ctx, queries.Get(name), args...)
 	if err != nil {
@@ -630,7 +630,7 @@ func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FencePa
 		// A repeat that ran while the first call was in flight and passed the
 		// guard too (a heartbeat leaves the status as it is): the first one's
 		// event holds the request_id, so this one rolled back. Answer as a repeat.
-		return d.diagnose(ctx, q, op, p.ID, p.RequestID, otherwise)
+		return d.diagnose(ctx, q, op, p.ID, p.RequestID, p.Attempt, otherwise)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
@@ -638,7 +638,7 @@ func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FencePa
 	if j != nil {
 		return j, nil
 	}
-	return d.diagnose(ctx, q, op, p.ID, p.RequestID, otherwise)
+	return d.diagnose(ctx, q, op, p.ID, p.RequestID, p.Attempt, otherwise)
 }
 
 // isRequestRepeat reports whether err is the unique violation of an event
@@ -650,9 +650,9 @@ func isRequestRepeat(err error) bool {
 
 // diagnose explains a guard that matched nothing: a repeated request_id answers
 // with the job as it is; a missing job is ErrNotFound; anything else is otherwise.
-func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requestID string, otherwise error) (*driver.Job, error) {
+func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requestID string, attempt int, otherwise error) (*driver.Job, error) {
 	if requestID != "" {
-		j, err := d.replay(ctx, q, id, requestID)
+		j, err := d.replay(ctx, q, id, requestID, attempt)
 		if err != nil {
 			return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 		}
@@ -678,14 +678,20 @@ func (d *Driver) jobStatus(ctx context.Context, q dbtx, id int64) (lifecycle.Sta
 	return lifecycle.Status(status), attempt, err
 }
 
-// replay returns the job if its log already holds requestID, else nil.
-func (d *Driver) replay(ctx context.Context, q dbtx, id int64, requestID string) (*driver.Job, error) {
-	var seen bool
-	if err := q.QueryRow(ctx, queries.Get("EventSeen"), requestID, id).Scan(&seen); err != nil {
+// replay returns the job if its log already holds requestID, else nil. A lease
+// holder's call (attempt > 0) is a repeat only at the attempt that logged
+// requestID; at another one it is refused (driver.RequestReused).
+func (d *Driver) replay(ctx context.Context, q dbtx, id int64, requestID string, attempt int) (*driver.Job, error) {
+	var usedBy int
+	err := q.QueryRow(ctx, queries.Get("EventSeen"), requestID, id).Scan(&usedBy)
+	if isNoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	if !seen {
-		return nil, nil
+	if attempt > 0 && usedBy != attempt {
+		return nil, driver.RequestReused(requestID, id, usedBy, attempt)
 	}
 	rows, err := q.Query(ctx, queries.Get("JobGet"), id)
 	if err != nil {

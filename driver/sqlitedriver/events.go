@@ -46,18 +46,25 @@ func appendEvent(ctx context.Context, tx *sql.Tx, op lifecycle.Op, from lifecycl
 	return nil
 }
 
-// requestSeen reports whether the job's log already holds requestID.
-func requestSeen(ctx context.Context, q querier, jobID int64, requestID string) (bool, error) {
+// requestSeen reports whether job jobID's log holds requestID. A lease holder's
+// call (attempt > 0) is a repeat only at the attempt that logged requestID; at
+// another one it is refused (driver.RequestReused).
+func requestSeen(ctx context.Context, q querier, jobID int64, requestID string, attempt int) (bool, error) {
 	if requestID == "" {
 		return false, nil
 	}
-	var seen bool
+	var usedBy int
 	err := q.QueryRowContext(ctx, queries.Get("EventRequestSeen"),
-		sql.Named("request_id", requestID), sql.Named("job_id", jobID)).Scan(&seen)
-	if err != nil {
+		sql.Named("request_id", requestID), sql.Named("job_id", jobID)).Scan(&usedBy)
+	switch {
+	case err == sql.ErrNoRows:
+		return false, nil
+	case err != nil:
 		return false, fmt.Errorf("job %d: look up request_id: %w", jobID, err)
+	case attempt > 0 && usedBy != attempt:
+		return false, driver.RequestReused(requestID, jobID, usedBy, attempt)
 	}
-	return seen, nil
+	return true, nil
 }
 
 // JobEvents returns the job's events ordered by seq; ErrNotFound if the job does

@@ -24,7 +24,8 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 		if err != nil {
 			return err
 		}
-		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID); err != nil {
+		// An operator's call: a repeat at any attempt.
+		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, 0); err != nil {
 			return err
 		} else if seen {
 			before.Replayed = true

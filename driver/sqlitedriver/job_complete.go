@@ -167,9 +167,11 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 }
 
 // isFenceError reports an error that rejects one call without harming the
-// transaction it ran in.
+// transaction it ran in. (The invalid argument applyFenced can answer is a
+// request_id of another attempt, found before anything is written.)
 func isFenceError(err error) bool {
-	return errors.Is(err, driver.ErrLeaseLost) || errors.Is(err, driver.ErrNotFound)
+	return errors.Is(err, driver.ErrLeaseLost) || errors.Is(err, driver.ErrNotFound) ||
+		errors.Is(err, driver.ErrInvalidArgument)
 }
 
 func completion(p driver.CompleteParams) (fenced, error) {

@@ -210,6 +210,30 @@ func testStale(t *testing.T, s *server) {
 	after := c.get(j.ID)
 	same(t, "late reports", afterFirst, after)
 	jsonEq(t, "result after late reports", after.Result, `"first"`)
+
+	// A request_id is a report's, of one attempt: the next attempt's holder
+	// reusing it is refused with 400 naming request_id and nothing changes (it
+	// used to be answered 200 as a repeat, its report dropped).
+	j2 := c.enqueue(map[string]any{"kind": "bb.stale", "queue": q + "-again"}, 201)
+	tk1 := c.claimOne(q + "-again")
+	c.want(200, "POST", "/internal/task-complete",
+		with(fence(tk1), "status", "retry", "error", "try again", "snooze_seconds", 0, "request_id", "bb-again"), nil)
+	tk2 := c.claimOne(q + "-again")
+	if tk2.TaskID != j2.ID || tk2.Attempt != tk1.Attempt+1 {
+		t.Fatalf("second claim = task %d attempt %d, want job %d attempt %d", tk2.TaskID, tk2.Attempt, j2.ID, tk1.Attempt+1)
+	}
+	running := c.get(j2.ID)
+	msg := c.wantError(400, "invalid_argument", "POST", "/internal/task-complete",
+		with(fence(tk2), "status", "succeeded", "output", 2, "request_id", "bb-again"))
+	if !strings.Contains(msg, "request_id") {
+		t.Errorf("reused request_id: message %q does not name request_id", msg)
+	}
+	same(t, "a report reusing an earlier attempt's request_id", running, c.get(j2.ID))
+	var done job
+	c.want(200, "POST", "/internal/task-complete", with(fence(tk2), "status", "succeeded", "output", 2, "request_id", "bb-again-2"), &done)
+	if done.Status != "succeeded" {
+		t.Errorf("completion with a fresh request_id: %s, want succeeded", done.Status)
+	}
 }
 
 func testDLQ(t *testing.T, s *server) {

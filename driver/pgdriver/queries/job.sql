@@ -92,7 +92,8 @@ FROM drover_jobs WHERE id = $1 AND finished_by IS NOT NULL
 ORDER BY seq;
 
 -- name: EventSeen
-SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = $1 AND job_id = $2);
+-- The attempt at which the job's log holds request_id $1 (unique per job), if it does.
+SELECT attempt FROM drover_job_events WHERE request_id = $1 AND job_id = $2;
 
 -- name: ClaimSeen
 SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = $1 AND type = 'claimed');
@@ -301,8 +302,12 @@ SELECT * FROM j ORDER BY priority, run_at, id;
 -- A start that moves the lease earlier than the claim set it writes a
 -- drover_leases row for the job, so the reaper finds it in time.
 WITH cur AS (
+    -- A request_id the job's log holds (from another attempt) is left to the
+    -- caller's diagnosis: in JobStartMany's transaction, its event's unique
+    -- violation would fail every start of the batch.
     SELECT id, owner, lease_expires_at AS old_lease FROM drover_jobs
     WHERE id = $1 AND status = 'claimed' AND attempt = $2 AND lease_token = $3::uuid
+      AND NOT EXISTS (SELECT 1 FROM drover_job_events e WHERE e.job_id = $1 AND e.request_id = nullif($4, ''))
     FOR UPDATE
 ),
 j AS (
@@ -684,6 +689,12 @@ j AS (
     FROM input
     WHERE drover_jobs.id = ANY ($1::bigint[]) AND drover_jobs.id = input.id
       AND drover_jobs.status = 'running' AND drover_jobs.attempt = input.attempt AND drover_jobs.lease_token = input.token
+      -- A request_id the job's log holds (from another attempt: a repeat of
+      -- this one finds the job succeeded) is left to the caller's diagnosis,
+      -- which refuses it; its event would break the (job_id, request_id)
+      -- index and fail the whole batch. Not evaluated without a request_id.
+      AND (input.request_id = '' OR NOT EXISTS (
+          SELECT 1 FROM drover_job_events e WHERE e.job_id = input.id AND e.request_id = input.request_id))
     RETURNING drover_jobs.*, input.request_id AS req, input.ord AS ord
 ),
 ev AS (

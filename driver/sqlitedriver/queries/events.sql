@@ -5,7 +5,8 @@ INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, ac
 VALUES (:job_id, :seq, :type, :from_status, :to_status, :at, :actor, :request_id, :attempt);
 
 -- name: EventRequestSeen
-SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = :request_id AND job_id = :job_id);
+-- The attempt at which the job's log holds the request_id (unique per job), if it does.
+SELECT attempt FROM drover_job_events WHERE request_id = :request_id AND job_id = :job_id;
 
 -- name: EventList
 -- Two events are kept in compact form, as in pgdriver (its JobEvents says why):
