@@ -49,6 +49,7 @@ type Server struct {
 	wake    *wakeHub
 	metrics *metrics
 	routes  []route
+	origins *http.CrossOriginProtection
 }
 
 // route is one endpoint: its method, path pattern and who may call it.
@@ -87,7 +88,8 @@ func New(client *drover.Client, cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{client: client, drv: client.Driver(), cfg: cfg, log: log, mux: http.NewServeMux()}
+	s := &Server{client: client, drv: client.Driver(), cfg: cfg, log: log, mux: http.NewServeMux(),
+		origins: http.NewCrossOriginProtection()}
 	s.wake = newWakeHub(s.drv, log)
 	s.metrics = newMetrics(s.drv)
 	s.routes = s.register()
@@ -165,6 +167,10 @@ func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.R
 			s.metrics.request(name, sw.status, time.Since(start))
 			s.log.Debug("request", "route", name, "status", sw.status, "took", time.Since(start))
 		}()
+		if err := s.sameOrigin(r); err != nil {
+			s.writeError(sw, r, err)
+			return
+		}
 		if err := s.authorize(r, sc); err != nil {
 			s.writeError(sw, r, err)
 			return
@@ -176,13 +182,26 @@ func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.R
 	})
 }
 
+// sameOrigin refuses a state-changing request a browser sent from another site
+// (its Sec-Fetch-Site or Origin header says so): without it, any web page a
+// developer opened could enqueue, cancel or claim jobs through a server on
+// localhost that runs without tokens, as `drover dev` does, with a "simple"
+// cross-site POST. Clients that are not browsers send neither header and pass;
+// GET, HEAD and OPTIONS always pass.
+func (s *Server) sameOrigin(r *http.Request) error {
+	if err := s.origins.Check(r); err != nil {
+		return &apiError{http.StatusForbidden, CodeForbidden,
+			"cross-origin request refused: a browser page of another site may not change state here (" + err.Error() + ")"}
+	}
+	return nil
+}
+
 func (s *Server) authorize(r *http.Request, sc scope) error {
 	if sc == scopeOpen || (s.cfg.AdminToken == "" && s.cfg.WorkerToken == "") {
 		return nil
 	}
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || token == "" {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" { // auth schemes are case-insensitive (RFC 9110 §11.1)
 		return &apiError{http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <token>"}
 	}
 	if equal(token, s.cfg.AdminToken) {
