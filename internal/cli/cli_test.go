@@ -43,6 +43,8 @@ func TestEnqueueBadInput(t *testing.T) {
 				{"args array", []string{"echo", "--args", "[1,2]"}, "args"},
 				{"args string", []string{"echo", "--args", `"x"`}, "args"},
 				{"args invalid JSON", []string{"echo", "--args", "{nope"}, "args"},
+				{"args cut short", []string{"echo", "--args", `{"a":1`}, "args"},
+				{"args null", []string{"echo", "--args", "null"}, "args"},
 				{"args NUL", []string{"echo", "--args", `{"a":"\u0000"}`}, "args"},
 				{"negative priority", []string{"echo", "--priority", "-1"}, "priority"},
 				{"negative attempts", []string{"echo", "--max-attempts", "-3"}, "max_attempts"},
@@ -236,6 +238,10 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"jobs", "list", "--after", "-5"}, "invalid after: -5"},
 		{[]string{"dlq", "list", "--limit", "0"}, "invalid limit: 0, must be 1 to 1000"},
 		{[]string{"dlq", "list", "--after", "-3"}, "invalid after: -3"},
+		{[]string{"jobs", "list", "--queue", "a b"}, "invalid queue"},
+		{[]string{"jobs", "list", "--kind", "a b"}, "invalid kind"},
+		{[]string{"dlq", "list", "--queue", "a b"}, "invalid queue"},
+		{[]string{"dlq", "purge", "--queue", "a b"}, "invalid queue"},
 	} {
 		code, _, stderr := run(t, append([]string{"--database-url", db}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "panic") {

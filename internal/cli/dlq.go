@@ -10,6 +10,22 @@ import (
 	"github.com/drover-dev/drover/lifecycle"
 )
 
+// checkNames refuses a --queue or --kind filter that is not a valid name, as
+// the HTTP API does: a typo would otherwise list nothing, and succeed.
+func checkNames(queue, kind string) error {
+	if queue != "" {
+		if err := driver.ValidateName("queue", queue); err != nil {
+			return err
+		}
+	}
+	if kind != "" {
+		if err := driver.ValidateName("kind", kind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkPage refuses paging flags the HTTP API would refuse too, so a command
 // answers alike with and without --server.
 func checkPage(limit int, after int64) error {
@@ -33,6 +49,9 @@ func newDLQCmd(g *globals) *cobra.Command {
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkPage(limit, after); err != nil {
+				return err
+			}
+			if err := checkNames(queue, ""); err != nil {
 				return err
 			}
 			return g.withClient(cmd.Context(), func(c api) error {
@@ -77,6 +96,9 @@ func newDLQCmd(g *globals) *cobra.Command {
 		Short: "Delete failed jobs",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkNames(purgeQueue, ""); err != nil {
+				return err
+			}
 			return g.withClient(cmd.Context(), func(c api) error {
 				n, err := c.DLQPurge(cmd.Context(), purgeQueue)
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -59,11 +60,24 @@ func newJobsEnqueueCmd(g *globals) *cobra.Command {
 				}
 				opts.RunAt = t
 			}
+			var meta json.RawMessage
 			if metadata != "" {
-				opts.Metadata = json.RawMessage(metadata)
+				meta = json.RawMessage(metadata)
+				opts.Metadata = meta
+			}
+			// Checked here for both paths, so that bad input gets the same answer
+			// (exit 2, the field named) with and without --server: a remote call
+			// could not even encode malformed args. The size limit is the target's.
+			ip := driver.InsertParams{Kind: pos[0], Queue: queue, Args: json.RawMessage(args), Metadata: meta,
+				Priority: priority, MaxAttempts: maxAttempts, Timeout: timeout, IdempotencyKey: key}
+			if !opts.RunAt.IsZero() {
+				ip.RunAt = &opts.RunAt
+			}
+			if err := driver.ValidateInsert(&ip, driver.Limits{MaxPayloadBytes: math.MaxInt}); err != nil {
+				return err
 			}
 			return g.withClient(cmd.Context(), func(c api) error {
-				res, err := c.Enqueue(cmd.Context(), pos[0], json.RawMessage(args), opts)
+				res, err := c.Enqueue(cmd.Context(), pos[0], ip.Args, opts)
 				if err != nil {
 					return err
 				}
@@ -101,6 +115,9 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p := drover.ListParams{Queue: queue, Kind: kind, Limit: limit, AfterID: after}
+			if err := checkNames(queue, kind); err != nil {
+				return err
+			}
 			for _, s := range splitList(status) {
 				st, err := lifecycle.ParseStatus(s)
 				if err != nil {

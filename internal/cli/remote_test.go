@@ -44,8 +44,16 @@ func TestRemoteCommands(t *testing.T) {
 			if code, stdout, _ := cli("jobs", "enqueue", "echo", "--idempotency-key", "k"); code != 0 || !strings.Contains(stdout, "exists already") {
 				t.Fatalf("remote re-enqueue: exit %d: %q", code, stdout)
 			}
-			if code, _, stderr := cli("jobs", "enqueue", "echo", "--args", "[1]"); code != 2 || !strings.Contains(stderr, "invalid args") {
-				t.Fatalf("remote bad enqueue: exit %d, stderr %q; want 2 naming args", code, stderr)
+			// Bad input gets the answer it gets without --server: exit 2 naming the field.
+			for _, bad := range [][]string{
+				{"jobs", "enqueue", "echo", "--args", "[1]"}, {"jobs", "enqueue", "echo", "--args", `{"a":1`},
+				{"jobs", "enqueue", "echo", "--args", "null"}, {"jobs", "enqueue", "echo", "--metadata", "{x"},
+				{"jobs", "list", "--queue", "a b"}, {"dlq", "purge", "--queue", "a b"},
+			} {
+				field := map[string]string{"--args": "args", "--metadata": "metadata", "--queue": "queue"}[bad[len(bad)-2]]
+				if code, _, stderr := cli(bad...); code != 2 || !strings.Contains(stderr, "invalid "+field) {
+					t.Fatalf("remote %v: exit %d, stderr %q; want 2 naming %s", bad, code, stderr, field)
+				}
 			}
 			if code, stdout, _ := cli("jobs", "list", "--status", "queued"); code != 0 || !strings.Contains(stdout, "echo") {
 				t.Fatalf("remote list: exit %d: %q", code, stdout)
