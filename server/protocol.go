@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/drover-dev/drover"
@@ -99,6 +100,19 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		wait = time.Duration(ws * float64(time.Second))
 	}
 	ctx := r.Context()
+	if p.ID != 0 && len(req.Queues) > 0 {
+		// A worker that names its queues has handlers for those: a job of
+		// another queue is not claimable by it, like a job that is not ready.
+		// (A job's queue never changes, so this read cannot go stale.)
+		j, err := s.drv.JobGet(ctx, p.ID)
+		if errors.Is(err, driver.ErrNotFound) || (err == nil && !slices.Contains(req.Queues, j.Queue)) {
+			writeJSON(w, http.StatusOK, map[string]any{"tasks": []Task{}})
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 	deadline := time.Now().Add(wait)
 	var wake <-chan struct{}
 	if wait > 0 && p.ID == 0 {

@@ -352,6 +352,17 @@ func testPauseResume(t *testing.T, s *server) {
 	if ts := c.claim(map[string]any{"worker_id": "bb-w", "task_id": j.ID}); len(ts) != 0 {
 		t.Fatalf("claim by id from a paused queue got %+v", ts)
 	}
+	// A claim by id that names queues takes only a job of one of them.
+	other := c.enqueue(map[string]any{"kind": "bb.other", "queue": q + "-other"}, 201)
+	if ts := c.claim(map[string]any{"worker_id": "bb-w", "queues": []string{q}, "task_id": other.ID}); len(ts) != 0 {
+		t.Fatalf("claim by id of a job of queue %s-other, naming queue %s, got %+v", q, q, ts)
+	}
+	if got := c.get(other.ID); got.Status != "queued" || got.Attempt != 0 {
+		t.Fatalf("the job of the other queue is %s at attempt %d after that claim, want queued at 0", got.Status, got.Attempt)
+	}
+	if ts := c.claim(map[string]any{"worker_id": "bb-w", "queues": []string{q + "-other"}, "task_id": other.ID}); len(ts) != 1 || ts[0].TaskID != other.ID {
+		t.Fatalf("claim by id naming the job's own queue got %+v, want job %d", ts, other.ID)
+	}
 	if ts := c.claim(map[string]any{"worker_id": "bb-w", "queues": []string{q}, "wait_seconds": 0.3}); len(ts) != 0 {
 		t.Fatalf("long-poll on a paused queue got %+v", ts)
 	}
