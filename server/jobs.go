@@ -163,11 +163,18 @@ func page(jobs []*drover.Job, limit int) jobList {
 	return out
 }
 
-// listParams reads ?status=a,b&queue=&kind=&limit=&cursor=.
+// listParams reads ?status=a,b&queue=&kind=&limit=&cursor=. status may also
+// be repeated (?status=a&status=b); the others are refused when repeated, as a
+// second value would otherwise be dropped without a word.
 func listParams(r *http.Request) (driver.ListParams, error) {
 	q := r.URL.Query()
 	p := driver.ListParams{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: 100}
-	for _, s := range strings.Split(q.Get("status"), ",") {
+	for _, name := range []string{"queue", "kind", "limit", "cursor"} {
+		if len(q[name]) > 1 {
+			return p, driver.Invalid(name, "given %d times; give it once", len(q[name]))
+		}
+	}
+	for _, s := range strings.Split(strings.Join(q["status"], ","), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}

@@ -41,6 +41,8 @@ func testErrors(t *testing.T, s *server) {
 		{"GET", "/jobs?limit=0", nil, "limit"},
 		{"GET", "/jobs?cursor=abc", nil, "cursor"},
 		{"GET", "/dlq?status=queued", nil, "status"},
+		{"GET", "/jobs?queue=a&queue=b", nil, "queue"},
+		{"GET", "/jobs?limit=5&limit=10", nil, "limit"},
 		{"GET", "/jobs/abc", nil, "id"},
 		{"POST", "/queues/bad%20name/pause", nil, "queue"},
 	}

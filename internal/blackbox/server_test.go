@@ -95,6 +95,13 @@ func testEnqueue(t *testing.T, s *server) {
 	if len(p.Jobs) != 1 || p.Jobs[0].ID != j.ID {
 		t.Errorf("GET /jobs?kind=bb.enqueue = %+v, want job %d", p.Jobs, j.ID)
 	}
+	// A repeated status adds to the filter, as a comma does.
+	for _, q := range []string{"status=canceled&status=queued", "status=canceled,queued", "status=queued&status=canceled"} {
+		c.want(200, "GET", "/jobs?kind=bb.enqueue&"+q, nil, &p)
+		if len(p.Jobs) != 1 || p.Jobs[0].ID != j.ID {
+			t.Errorf("GET /jobs?kind=bb.enqueue&%s = %+v, want job %d", q, p.Jobs, j.ID)
+		}
+	}
 }
 
 func testIdempotent(t *testing.T, s *server) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,14 @@ func (s *serverFlags) register(cmd *cobra.Command) {
 func (s *serverFlags) validate() error {
 	if s.addr == "" {
 		return driver.Invalid("addr", "must not be empty (e.g. %s)", server.DefaultAddr)
+	}
+	// A malformed address is refused before the database is opened.
+	_, port, err := net.SplitHostPort(s.addr)
+	if err != nil {
+		return driver.Invalid("addr", "%q is not HOST:PORT (e.g. %s)", s.addr, server.DefaultAddr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil { // a number 0-65535 or a service name
+		return driver.Invalid("addr", "%q: port %q is not a port (0 to 65535)", s.addr, port)
 	}
 	if (s.tlsCert == "") != (s.tlsKey == "") {
 		return driver.Invalid("tls", "give both --tls-cert and --tls-key, or neither")
