@@ -13,7 +13,10 @@
 //
 // request_id: a transition that carries a RequestID which this job's log already
 // holds is not applied again: the driver returns the job as it is now with
-// Replayed = true, and rev and attempt do not move.
+// Replayed = true, and rev and attempt do not move. A lease holder's call is a
+// repeat only at the attempt that logged the RequestID: from another attempt it
+// is refused with a *ValidationError on request_id (RequestReused) and changes
+// nothing.
 //
 // Time: the database clock decides leases and run_at (now() in PostgreSQL; the
 // process clock in SQLite, which has no server). Params with a Now field use it

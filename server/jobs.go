@@ -286,7 +286,11 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 // purgeDLQ deletes failed jobs, of ?queue= or all; an extension beyond DESIGN §7
 // so that `drover dlq purge` works through the server too.
 func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) error {
-	queue := r.URL.Query().Get("queue")
+	q := r.URL.Query()
+	if len(q["queue"]) > 1 { // a purge must not drop a second queue without a word
+		return driver.Invalid("queue", "given %d times; give it once", len(q["queue"]))
+	}
+	queue := q.Get("queue")
 	if queue != "" {
 		if err := driver.ValidateName("queue", queue); err != nil {
 			return err

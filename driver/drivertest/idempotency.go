@@ -275,6 +275,26 @@ func testReplayOtherAttempt(h *harness) {
 		_, err := h.d.JobHeartbeat(h.ctx, hp)
 		return err
 	})
+	// A batch of starts with such a request_id: it fails alone too. (A claimed
+	// job of attempt 2 of another job, whose log holds "report-1" from attempt 1.)
+	r2 := h.runningJob(nil)
+	p2 := failParams(h.at(2*time.Second), "first try", h.tm(3*time.Second), false)
+	p2.FenceParams = fence(r2, h.at(2*time.Second))
+	p2.RequestID = "report-1"
+	h.transition("JobFail", r2.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p2) })
+	c2 := h.mustClaimOne(driver.ClaimParams{ID: r2.ID, Limit: 1, Owner: owner, LeaseDuration: leaseDuration, Now: h.at(4 * time.Second)})
+	other := h.claimedJob(nil)
+	sp, op2 := fence(c2, h.at(5*time.Second)), fence(other, h.at(5*time.Second))
+	sp.RequestID, op2.RequestID = "report-1", "start-other"
+	before := h.snap(c2.ID)
+	starts := h.d.JobStartMany(h.ctx, []driver.FenceParams{sp, op2})
+	if len(starts) != 2 || !errors.Is(starts[0].Err, driver.ErrInvalidArgument) {
+		h.t.Errorf("JobStartMany of attempt 2 with attempt 1's request_id = %+v, want ErrInvalidArgument", starts)
+	}
+	if len(starts) == 2 && (starts[1].Err != nil || starts[1].Job == nil || starts[1].Job.Status != lifecycle.StatusRunning) {
+		h.t.Errorf("JobStartMany: the other job's start = %+v, want it running", starts[1])
+	}
+	h.wantUnchanged(before, "JobStartMany with a reused request_id")
 	// The first attempt's holder repeating its report gets its answer.
 	h.wantReplay(r.ID, "JobFail of attempt 1, repeated during attempt 2", func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
 	cp.RequestID = "report-2"

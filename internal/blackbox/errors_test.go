@@ -43,6 +43,7 @@ func testErrors(t *testing.T, s *server) {
 		{"GET", "/dlq?status=queued", nil, "status"},
 		{"GET", "/jobs?queue=a&queue=b", nil, "queue"},
 		{"GET", "/jobs?limit=5&limit=10", nil, "limit"},
+		{"DELETE", "/dlq?queue=&queue=a", nil, "queue"},
 		{"GET", "/jobs/abc", nil, "id"},
 		{"POST", "/queues/bad%20name/pause", nil, "queue"},
 	}
