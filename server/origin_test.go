@@ -88,3 +88,33 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		}
 	}
 }
+
+func TestIsLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1:7420": true, "127.0.0.1": true, "127.1.2.3:80": true, "localhost:7420": true, "LOCALHOST": true,
+		"app.localhost:3000": true, "[::1]:7420": true, "::1": true,
+		":7420": false, "0.0.0.0:7420": false, "10.0.0.5:7420": false, "rebind.attacker.example:7420": false,
+		"localhost.attacker.example": false, "127.0.0.1.nip.io:7420": false, "": false,
+	} {
+		if got := IsLoopbackHost(host); got != want {
+			t.Errorf("IsLoopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+// With LoopbackHostsOnly, a request naming any other host is refused, reads too.
+func TestLoopbackHostsOnly(t *testing.T) {
+	s := newTestServer(t, Config{LoopbackHostsOnly: true})
+	for host, want := range map[string]int{
+		"127.0.0.1:7420": http.StatusOK, "localhost:7420": http.StatusOK, "[::1]:7420": http.StatusOK,
+		"rebind.attacker.example:7420": http.StatusForbidden, "192.168.1.9:7420": http.StatusForbidden,
+	} {
+		req := httptest.NewRequest("GET", "/jobs", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("GET /jobs, Host %s: %d %s, want %d", host, rec.Code, rec.Body, want)
+		}
+	}
+}

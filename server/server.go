@@ -37,6 +37,12 @@ type Config struct {
 	IsLeader func() bool
 	// MaxPayloadBytes must match the client's limit on args + metadata [1 MiB].
 	MaxPayloadBytes int
+	// LoopbackHostsOnly refuses a request whose Host is not localhost, a
+	// 127.0.0.0/8 address or [::1]. Set it for a server on a loopback address
+	// without tokens (`drover dev`, `drover server` so run): a web page whose
+	// host name an attacker re-points at 127.0.0.1 (DNS rebinding) is
+	// same-origin to the browser, and would otherwise read and change jobs.
+	LoopbackHostsOnly bool
 }
 
 // Server is the HTTP API over one Drover database. It is an http.Handler.
@@ -167,6 +173,10 @@ func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.R
 			s.metrics.request(name, sw.status, time.Since(start))
 			s.log.Debug("request", "route", name, "status", sw.status, "took", time.Since(start))
 		}()
+		if err := s.loopbackHost(r); err != nil {
+			s.writeError(sw, r, err)
+			return
+		}
 		if err := s.sameOrigin(r); err != nil {
 			s.writeError(sw, r, err)
 			return
@@ -194,6 +204,29 @@ func (s *Server) sameOrigin(r *http.Request) error {
 			"cross-origin request refused: a browser page of another site may not change state here (" + err.Error() + ")"}
 	}
 	return nil
+}
+
+// loopbackHost enforces Config.LoopbackHostsOnly.
+func (s *Server) loopbackHost(r *http.Request) error {
+	if !s.cfg.LoopbackHostsOnly || IsLoopbackHost(r.Host) {
+		return nil
+	}
+	return &apiError{http.StatusForbidden, CodeForbidden, fmt.Sprintf(
+		"Host %q is not a loopback name: a server on a loopback address without tokens answers only to localhost, 127.0.0.1 and [::1] (a guard against DNS rebinding; set tokens to serve other names)", r.Host)}
+}
+
+// IsLoopbackHost reports whether host (a Host header or a listen address, with
+// or without a port) names this machine's loopback interface.
+func IsLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) authorize(r *http.Request, sc scope) error {

@@ -37,6 +37,7 @@ func TestServer(t *testing.T) {
 			t.Run("errors", func(t *testing.T) { t.Parallel(); testErrors(t, s) })
 			t.Run("bad-input", func(t *testing.T) { t.Parallel(); testBadInput(t, s) })
 			t.Run("auth", func(t *testing.T) { t.Parallel(); testAuth(t, kind) })
+			t.Run("browser-guards", func(t *testing.T) { t.Parallel(); testBrowserGuards(t, s) })
 		})
 	}
 }
@@ -457,5 +458,57 @@ func testLongPoll(t *testing.T, s *server) {
 	}
 	if took := r.at.Sub(enqueuedAt); took > 3*time.Second {
 		t.Errorf("long-poll returned %v after the enqueue, want promptly (the wait was 30s)", took)
+	}
+}
+
+// testBrowserGuards: a server on loopback without tokens (this one) answers only
+// to loopback host names, so a page whose name an attacker re-points at
+// 127.0.0.1 (DNS rebinding) can neither read nor change jobs; and a
+// state-changing request a browser sends from another site is refused.
+func testBrowserGuards(t *testing.T, s *server) {
+	send := func(method, path, host string, hdr map[string]string, body string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 400 {
+			checkError(t, response{resp.StatusCode, resp.Header, buf.Bytes()})
+		}
+		return resp.StatusCode
+	}
+	_, port, _ := strings.Cut(strings.TrimPrefix(s.base, "http://"), ":")
+	rebound := "rebind.attacker.example:" + port
+	if code := send("GET", "/jobs", rebound, nil, ""); code != 403 {
+		t.Errorf("GET /jobs with Host %s: %d, want 403", rebound, code)
+	}
+	if code := send("POST", "/jobs", rebound, map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "http://" + rebound, "Content-Type": "text/plain"}, `{"kind":"bb.rebind"}`); code != 403 {
+		t.Errorf("POST /jobs from a rebound page: %d, want 403", code)
+	}
+	if code := send("POST", "/jobs", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"}, `{"kind":"bb.crosssite"}`); code != 403 {
+		t.Errorf("POST /jobs from another site: %d, want 403", code)
+	}
+	for _, host := range []string{"", "localhost:" + port, "[::1]:" + port} {
+		if code := send("GET", "/healthz", host, nil, ""); code != 200 {
+			t.Errorf("GET /healthz with Host %q: %d, want 200", host, code)
+		}
+	}
+	var p page
+	s.client(t, "").want(200, "GET", "/jobs?kind=bb.rebind", nil, &p)
+	if len(p.Jobs) != 0 {
+		t.Errorf("refused requests enqueued %+v", p.Jobs)
 	}
 }

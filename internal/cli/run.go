@@ -140,6 +140,7 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		srv := server.New(c, server.Config{
 			AdminToken: o.server.adminToken, WorkerToken: o.server.workerToken, LeaseDuration: n.lease,
 			Logger: log, IsLeader: isLeader,
+			LoopbackHostsOnly: o.server.adminToken == "" && o.server.workerToken == "" && server.IsLoopbackHost(o.server.addr),
 		})
 		defer srv.Close()
 		observer = srv.Metrics() // the in-process worker reports into /metrics
