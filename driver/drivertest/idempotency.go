@@ -26,6 +26,7 @@ var requestIDTests = []suiteTest{
 	{"ReplayAfterTheJobMovedOn", testReplayLater},
 	{"SameRequestIDOnAnotherJob", testReplayOtherJob},
 	{"SameRequestIDAtAnotherAttempt", testReplayOtherAttempt},
+	{"CancelWithAnotherCallsRequestID", testReplayCancelOfAnotherCall},
 }
 
 // wantReplay runs call, which repeats a request already applied to job id.
@@ -221,6 +222,22 @@ func testReplayLater(h *harness) {
 	h.rejected(c.ID, driver.ErrLeaseLost, "JobStart with a new request_id after success", func() error {
 		_, err := h.d.JobStart(h.ctx, sp)
 		return err
+	})
+}
+
+// testReplayCancelOfAnotherCall: an operator's cancel whose request_id the
+// job's log holds from another call (a lease holder's heartbeat) is answered
+// as a repeat, the job unchanged, on every driver (PostgreSQL answered the
+// event index's unique violation).
+func testReplayCancelOfAnotherCall(h *harness) {
+	r := h.runningJob(nil)
+	hp := driver.HeartbeatParams{FenceParams: fence(r, h.at(2*time.Second))}
+	hp.RequestID, hp.LeaseDuration = "shared-1", leaseDuration
+	if _, err := h.d.JobHeartbeat(h.ctx, hp); err != nil {
+		h.t.Fatalf("JobHeartbeat: %v", err)
+	}
+	h.wantReplay(r.ID, "JobCancel with the heartbeat's request_id", func() (*driver.Job, error) {
+		return h.d.JobCancel(h.ctx, driver.CancelParams{ID: r.ID, RequestID: "shared-1", Actor: "operator", Now: h.at(3 * time.Second)})
 	})
 }
 

@@ -597,6 +597,9 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 			return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 		}
 		j, err := collectOne(rows)
+		if p.RequestID != "" && isRequestRepeat(err) {
+			break // the log holds the request_id already: diagnose answers it as a repeat
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 		}
