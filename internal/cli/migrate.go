@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -39,6 +43,13 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Show the applied and available schema versions",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Status only looks: it does not create the SQLite file that opening
+			// a missing path would.
+			if path, ok := sqlitePath(g.databaseURL); ok {
+				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("no SQLite database at %s (`drover migrate up`, or any other command, creates it)", path)
+				}
+			}
 			drv, err := drover.Open(cmd.Context(), g.databaseURL, g.logger())
 			if err != nil {
 				return err
@@ -78,4 +89,18 @@ func countAbove(vs []uint, v uint) int {
 		}
 	}
 	return n
+}
+
+// sqlitePath returns the file a SQLite database URL names (a plain path or
+// sqlite://path, without query parameters), as drover.Open reads it.
+func sqlitePath(url string) (string, bool) {
+	url = strings.TrimSpace(url)
+	if url == "" || strings.Contains(url, "://") && !strings.HasPrefix(url, "sqlite://") {
+		return "", false
+	}
+	path, _, _ := strings.Cut(strings.TrimPrefix(url, "sqlite://"), "?")
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return "", false
+	}
+	return path, true
 }

@@ -284,10 +284,15 @@ func newDevCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(out, "Drover dev\n  API:      %s  (try: curl %s/healthz)\n  database: %s\n  worker:   %s (queues %s, concurrency %d)\n  kinds:    echo, sleep, fail, noop\n",
 						addr, addr, describeURL(g.databaseURL), w.ID(), n.queues, n.concurrency)
 					if seed {
-						if err := seedDemo(cmd.Context(), c); err != nil {
+						fresh, err := seedDemo(cmd.Context(), c)
+						if err != nil {
 							return err
 						}
-						fmt.Fprintln(out, "  seeded three demo jobs (echo, sleep, fail); watch them below")
+						if fresh > 0 {
+							fmt.Fprintf(out, "  seeded %d demo jobs (echo, sleep, fail); watch them below\n", fresh)
+						} else {
+							fmt.Fprintln(out, "  demo jobs: seeded at an earlier start (once per database); nothing new")
+						}
 					}
 					db := ""
 					if g.databaseURL != DefaultDatabaseURL {
@@ -305,15 +310,22 @@ func newDevCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// seedDemo enqueues one job of each demo kind; idempotency keys make restarts a no-op.
-func seedDemo(ctx context.Context, c *drover.Client) error {
-	_, err := c.EnqueueMany(ctx, []drover.EnqueueParams{
+// seedDemo enqueues one job of each demo kind; idempotency keys make restarts a
+// no-op. It returns how many it enqueued now.
+func seedDemo(ctx context.Context, c *drover.Client) (int, error) {
+	res, err := c.EnqueueMany(ctx, []drover.EnqueueParams{
 		{Kind: "echo", Args: map[string]string{"hello": "drover"}, Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-echo"}},
 		{Kind: "sleep", Args: map[string]int{"ms": 1500}, Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-sleep"}},
 		{Kind: "fail", Args: map[string]string{"message": "this job always fails; after 3 attempts it is in the DLQ"},
 			Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-fail", MaxAttempts: 3}},
 	})
-	return err
+	fresh := 0
+	for _, r := range res {
+		if !r.Existing {
+			fresh++
+		}
+	}
+	return fresh, err
 }
 
 func shellQuote(s string) string {

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// The demo jobs are enqueued once per database: a restart of drover dev
+// enqueues none and says so, instead of claiming to have seeded them again.
+func TestSeedDemoOncePerDatabase(t *testing.T) {
+	c, err := drover.NewClient(testdb.Open(t, "sqlite"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{3, 0} {
+		n, err := seedDemo(context.Background(), c)
+		if err != nil || n != want {
+			t.Fatalf("start %d: seedDemo = %d, %v; want %d", i+1, n, err, want)
+		}
+	}
+}
+
+// migrate status only looks: on a SQLite path with no file it says so and
+// creates nothing.
+func TestMigrateStatusCreatesNoSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.db")
+	for _, url := range []string{path, "sqlite://" + path} {
+		var out, errb bytes.Buffer
+		code := Main([]string{"--database-url", url, "migrate", "status"}, &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "no SQLite database at "+path) {
+			t.Errorf("migrate status of %s: exit %d, stderr %q; want 1 saying there is no database", url, code, errb.String())
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Fatalf("migrate status created %s (stat: %v)", path, err)
+		}
+	}
+}
