@@ -19,6 +19,48 @@ var reaperTests = []suiteTest{
 	{"OnlyExpiredLeases", testReapOnlyExpired},
 	{"HeartbeatThatShortensTheLease", testReapShortenedLease},
 	{"BatchClaimMixedFates", testReapBatchClaim},
+	{"RunningPastItsTimeout", testReapPastTimeout},
+}
+
+// testReapPastTimeout: a running job with a timeout is never leased past
+// started_at + timeout + one lease, however its holder heartbeats, so the
+// reaper ends an attempt whose worker runs on past the timeout. A claimed job
+// (not started) and a job without a timeout are leased as before.
+func testReapPastTimeout(h *harness) {
+	r := h.runningJob(func(p *driver.InsertParams) { p.Timeout = 10 * time.Second }) // started at t0+1s
+	beat := func(j *driver.Job, now time.Duration, want time.Duration) {
+		h.t.Helper()
+		p := driver.HeartbeatParams{FenceParams: fence(j, h.at(now))}
+		p.LeaseDuration = leaseDuration
+		res, err := h.d.JobHeartbeat(h.ctx, p)
+		if err != nil {
+			h.t.Fatalf("JobHeartbeat of job %d at t0+%s: %v", j.ID, now, err)
+		}
+		if !res.LeaseExpiresAt.Equal(h.tm(want)) {
+			h.t.Errorf("JobHeartbeat of job %d at t0+%s: lease until %s, want t0+%s", j.ID, now, fmtTime(res.LeaseExpiresAt), want)
+		}
+	}
+	// started t0+1s, timeout 10s, lease 30s: never past t0+41s.
+	beat(r, 5*time.Second, 35*time.Second)
+	beat(r, 20*time.Second, 41*time.Second)
+	beat(r, 35*time.Second, 41*time.Second)
+	c := h.claimedJob(func(p *driver.InsertParams) { p.Timeout = time.Second })
+	beat(c, 20*time.Second, 50*time.Second) // not started: no cap
+	if got := h.mustReap(40 * time.Second); len(got) != 0 {
+		h.t.Fatalf("reap at t0+40s took %v, want nothing yet", jobIDs(got))
+	}
+	before := h.snap(r.ID)
+	q := h.reapOne(r.ID, 42*time.Second)
+	if q.Status != lifecycle.StatusQueued || q.Executions != 1 || len(q.Errors) != 1 {
+		h.t.Errorf("job reaped past its timeout: %s executions %d errors %+v, want queued, executions 1, one error entry", q.Status, q.Executions, q.Errors)
+	}
+	h.wantReapEvents(q, lifecycle.StatusRunning, len(before.events))
+	h.rejected(r.ID, driver.ErrLeaseLost, "JobHeartbeat of the reaped attempt", func() error {
+		p := driver.HeartbeatParams{FenceParams: fence(r, h.at(43*time.Second))}
+		p.LeaseDuration = leaseDuration
+		_, err := h.d.JobHeartbeat(h.ctx, p)
+		return err
+	})
 }
 
 // wantReapEvents checks the last two events of a reaped job: stalled from
