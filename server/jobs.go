@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -169,10 +170,8 @@ func page(jobs []*drover.Job, limit int) jobList {
 func listParams(r *http.Request) (driver.ListParams, error) {
 	q := r.URL.Query()
 	p := driver.ListParams{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: 100}
-	for _, name := range []string{"queue", "kind", "limit", "cursor"} {
-		if len(q[name]) > 1 {
-			return p, driver.Invalid(name, "given %d times; give it once", len(q[name]))
-		}
+	if err := givenOnce(q, "queue", "kind", "limit", "cursor"); err != nil {
+		return p, err
 	}
 	for _, s := range strings.Split(strings.Join(q["status"], ","), ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -209,6 +208,17 @@ func listParams(r *http.Request) (driver.ListParams, error) {
 		p.AfterID = n
 	}
 	return p, nil
+}
+
+// givenOnce refuses a query parameter of names given more than once: Get would
+// use the first value and drop the others without a word.
+func givenOnce(q url.Values, names ...string) error {
+	for _, name := range names {
+		if len(q[name]) > 1 {
+			return driver.Invalid(name, "given %d times; give it once", len(q[name]))
+		}
+	}
+	return nil
 }
 
 func pathID(r *http.Request) (int64, error) {
@@ -287,8 +297,8 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 // so that `drover dlq purge` works through the server too.
 func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if len(q["queue"]) > 1 { // a purge must not drop a second queue without a word
-		return driver.Invalid("queue", "given %d times; give it once", len(q["queue"]))
+	if err := givenOnce(q, "queue"); err != nil { // a purge must not drop a second queue without a word
+		return err
 	}
 	queue := q.Get("queue")
 	if queue != "" {

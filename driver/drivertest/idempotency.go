@@ -249,18 +249,27 @@ func testReplayOtherJob(h *harness) {
 	}
 }
 
+// retriedAndReclaimed runs a job to a retry reported with requestID at t0+2s
+// and claims it again (attempt 2) at t0+4s; it returns the first attempt's
+// running job, the retry's parameters and the second claim.
+func (h *harness) retriedAndReclaimed(requestID string) (*driver.Job, driver.FailParams, *driver.Job) {
+	h.t.Helper()
+	r := h.runningJob(nil)
+	p := failParams(h.at(2*time.Second), "first try", h.tm(3*time.Second), false)
+	p.FenceParams = fence(r, h.at(2*time.Second))
+	p.RequestID = requestID
+	h.transition("JobFail", r.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+	c := h.mustClaimOne(driver.ClaimParams{ID: r.ID, Limit: 1, Owner: owner, LeaseDuration: leaseDuration, Now: h.at(4 * time.Second)})
+	return r, p, c
+}
+
 // testReplayOtherAttempt: a repeat is a call of the attempt that logged its
 // request_id. The lease holder of a later attempt that reuses it is refused
 // with an error naming request_id, and nothing changes (before, it was
 // answered as a repeat and its report was dropped); the earlier attempt's
 // holder still gets its repeat answered.
 func testReplayOtherAttempt(h *harness) {
-	r := h.runningJob(nil)
-	p := failParams(h.at(2*time.Second), "first try", h.tm(3*time.Second), false)
-	p.FenceParams = fence(r, h.at(2*time.Second))
-	p.RequestID = "report-1"
-	h.transition("JobFail", r.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
-	c := h.mustClaimOne(driver.ClaimParams{ID: r.ID, Limit: 1, Owner: owner, LeaseDuration: leaseDuration, Now: h.at(4 * time.Second)})
+	r, p, c := h.retriedAndReclaimed("report-1")
 	s := h.mustStart(c, 5*time.Second)
 	if s.Attempt != r.Attempt+1 {
 		h.t.Fatalf("second claim: attempt %d, want %d", s.Attempt, r.Attempt+1)
@@ -294,12 +303,7 @@ func testReplayOtherAttempt(h *harness) {
 	})
 	// A batch of starts with such a request_id: it fails alone too. (A claimed
 	// job of attempt 2 of another job, whose log holds "report-1" from attempt 1.)
-	r2 := h.runningJob(nil)
-	p2 := failParams(h.at(2*time.Second), "first try", h.tm(3*time.Second), false)
-	p2.FenceParams = fence(r2, h.at(2*time.Second))
-	p2.RequestID = "report-1"
-	h.transition("JobFail", r2.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p2) })
-	c2 := h.mustClaimOne(driver.ClaimParams{ID: r2.ID, Limit: 1, Owner: owner, LeaseDuration: leaseDuration, Now: h.at(4 * time.Second)})
+	_, _, c2 := h.retriedAndReclaimed("report-1")
 	other := h.claimedJob(nil)
 	sp, op2 := fence(c2, h.at(5*time.Second)), fence(other, h.at(5*time.Second))
 	sp.RequestID, op2.RequestID = "report-1", "start-other"
