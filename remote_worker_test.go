@@ -3,6 +3,7 @@ package drover_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -702,4 +703,107 @@ func TestRemoteWorkerReportGivesUpAtLeaseEnd(t *testing.T) {
 			t.Errorf("job after the unanswered completion: %s, want still running (the reaper takes it after its lease)", describe(j))
 		}
 	})
+}
+
+// A claim whose answer is lost (the connection breaks after the server claimed)
+// is sent again with its request_id, and the server answers the same task: the
+// job runs once, at attempt 1. Before, the task stayed leased to a worker that
+// never had it until the lease ran out, and ran again at attempt 2 (here, with
+// no reaper, never).
+func TestRemoteWorkerResendsAClaimWhoseAnswerWasLost(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+		var (
+			mu      sync.Mutex
+			ids     []string // request_id of each claim, in order
+			dropped atomic.Bool
+		)
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/internal/task-claim" {
+				s.ServeHTTP(w, r)
+				return
+			}
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var req struct {
+				RequestID string `json:"request_id"`
+			}
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			ids = append(ids, req.RequestID)
+			mu.Unlock()
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, r)
+			if rec.Code == http.StatusOK && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && dropped.CompareAndSwap(false, true) {
+				// The server claimed and started the task; its answer is lost.
+				if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					_ = conn.Close()
+				}
+				return
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+
+		ws := drover.NewWorkers()
+		var runs atomic.Int64
+		drover.Register(ws, "once", func(ctx context.Context, job *drover.Job, args struct{}) (any, error) {
+			runs.Add(1)
+			return nil, nil
+		})
+		id := enqueue(t, c, "once", nil, nil).ID
+		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL}, fastWorkerConfig(ws))
+
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 1 || j.Executions != 1 || runs.Load() != 1 {
+			t.Errorf("job after a lost claim answer: %s, %d handler runs; want succeeded at attempt 1, run once", describe(j), runs.Load())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !dropped.Load() {
+			t.Fatal("no claim answer was dropped")
+		}
+		for i := 0; i+1 < len(ids); i++ {
+			if ids[i] != "" && ids[i] == ids[i+1] {
+				return // the claim after the lost answer repeated its request_id
+			}
+		}
+		t.Errorf("claims' request_ids %q: want the lost one sent again", ids)
+	})
+}
+
+// Against a server older than claims with a request_id (it refuses the field as
+// unknown), the worker claims without one.
+func TestRemoteWorkerClaimsWithoutRequestIDFromAnOlderServer(t *testing.T) {
+	c := newClient(t, "sqlite", nil)
+	s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+	var refused atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.URL.Path == "/internal/task-claim" && bytes.Contains(body, []byte(`"request_id"`)) {
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_argument","message":"unknown field \"request_id\""}}`))
+			return
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	ws := drover.NewWorkers()
+	drover.Register(ws, "once", func(ctx context.Context, job *drover.Job, args struct{}) (any, error) { return nil, nil })
+	id := enqueue(t, c, "once", nil, nil).ID
+	startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL}, fastWorkerConfig(ws))
+	if j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed); j.Status != drover.StatusSucceeded {
+		t.Errorf("job through an older server: %s, want succeeded", describe(j))
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("the older server refused %d claims with a request_id, want 1 (then none are sent)", n)
+	}
 }

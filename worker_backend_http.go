@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -26,6 +28,9 @@ type httpBackend struct {
 	hc    *http.Client
 	wait  time.Duration // claim long-poll; 0: none
 	w     *Worker
+	// claimWithoutID: the server refused a claim's request_id as an unknown
+	// field (it predates them), so claims go without one.
+	claimWithoutID atomic.Bool
 }
 
 func (b *httpBackend) start()         {}
@@ -65,13 +70,20 @@ func (t *remoteTask) job(owner string) *Job {
 	return j
 }
 
+// claimTries bounds how often one claim is sent when no answer comes back.
+const claimTries = 3
+
 func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, error) {
 	req := struct {
 		WorkerID    string   `json:"worker_id"`
 		Queues      []string `json:"queues"`
 		Limit       int      `json:"limit"`
 		WaitSeconds float64  `json:"wait_seconds,omitempty"`
-	}{b.w.cfg.ID, []string{queue}, min(limit, maxRemoteClaim), b.wait.Seconds()}
+		RequestID   string   `json:"request_id,omitempty"`
+	}{b.w.cfg.ID, []string{queue}, min(limit, maxRemoteClaim), b.wait.Seconds(), ""}
+	if !b.claimWithoutID.Load() {
+		req.RequestID = newRequestID()
+	}
 	// The server answers within wait; the margin covers a slow claim, and
 	// bounds a connection that died silently.
 	ctx, cancel := context.WithTimeout(ctx, b.wait+b.w.cfg.LeaseDuration)
@@ -79,8 +91,34 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	var resp struct {
 		Tasks []remoteTask `json:"tasks"`
 	}
-	if err := b.post(ctx, "/internal/task-claim", req, &resp); err != nil {
-		return nil, err
+	// A claim whose answer did not arrive (the connection broke, perhaps after
+	// the server claimed) is sent again with the same request_id: the server
+	// answers the tasks the first one claimed, where a new claim would leave
+	// them leased to nobody until their lease ran out, an execution spent on
+	// each. An answer from the server, an error one included, is final.
+	for try := 1; ; try++ {
+		err := b.post(ctx, "/internal/task-claim", req, &resp)
+		if err == nil {
+			break
+		}
+		var re *RemoteError
+		if errors.As(err, &re) && re.Status == http.StatusBadRequest && req.RequestID != "" &&
+			strings.Contains(re.Message, `unknown field "request_id"`) {
+			// A server older than claims with a request_id: claim without one.
+			b.claimWithoutID.Store(true)
+			req.RequestID = ""
+			continue
+		}
+		if errors.As(err, &re) || try == claimTries || ctx.Err() != nil {
+			return nil, err
+		}
+		t := time.NewTimer(time.Duration(try) * 50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
 	}
 	jobs := make([]*Job, len(resp.Tasks))
 	for i := range resp.Tasks {

@@ -50,6 +50,7 @@ type claimRequest struct {
 	TaskID      *int64   `json:"task_id"`
 	Limit       *int     `json:"limit"`
 	WaitSeconds *float64 `json:"wait_seconds"`
+	RequestID   *string  `json:"request_id"`
 }
 
 // taskClaim claims and starts up to limit jobs, or the one task_id names. When
@@ -84,6 +85,15 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			return driver.Invalid("task_id", "%d is not a job id", *req.TaskID)
 		}
 		p.ID = *req.TaskID
+	}
+	if req.RequestID != nil {
+		// A claim repeated with its request_id (its answer was lost) answers the
+		// tasks the first one claimed that the worker still holds, and claims
+		// no others: a lost answer then costs no lease and no execution.
+		if err := checkRequestID(*req.RequestID); err != nil {
+			return err
+		}
+		p.RequestID = *req.RequestID
 	}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > 100 {
@@ -197,6 +207,14 @@ func (s *Server) giveBack(tasks []Task) {
 	}
 }
 
+// checkRequestID refuses a request_id the log cannot keep ("" is none).
+func checkRequestID(id string) error {
+	if len(id) > 200 {
+		return driver.Invalid("request_id", "%d bytes, at most 200", len(id))
+	}
+	return checkText("request_id", id)
+}
+
 type fenceRequest struct {
 	TaskID     *int64  `json:"task_id"`
 	Attempt    *int    `json:"attempt"`
@@ -270,10 +288,7 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.RequestID != nil {
-		if len(*req.RequestID) > 200 {
-			return driver.Invalid("request_id", "%d bytes, at most 200", len(*req.RequestID))
-		}
-		if err := checkText("request_id", *req.RequestID); err != nil {
+		if err := checkRequestID(*req.RequestID); err != nil {
 			return err
 		}
 		f.RequestID = *req.RequestID

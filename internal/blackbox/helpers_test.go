@@ -15,6 +15,7 @@ type job struct {
 	Queue       string          `json:"queue"`
 	Status      string          `json:"status"`
 	Attempt     int             `json:"attempt"`
+	Executions  int             `json:"executions"`
 	MaxAttempts int             `json:"max_attempts"`
 	Priority    int             `json:"priority"`
 	RunAt       time.Time       `json:"run_at"`

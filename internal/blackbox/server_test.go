@@ -38,6 +38,7 @@ func TestServer(t *testing.T) {
 			t.Run("bad-input", func(t *testing.T) { t.Parallel(); testBadInput(t, s) })
 			t.Run("auth", func(t *testing.T) { t.Parallel(); testAuth(t, kind) })
 			t.Run("browser-guards", func(t *testing.T) { t.Parallel(); testBrowserGuards(t, s) })
+			t.Run("claim-replay", func(t *testing.T) { t.Parallel(); testClaimReplay(t, s) })
 		})
 	}
 }
@@ -511,4 +512,39 @@ func testBrowserGuards(t *testing.T, s *server) {
 	if len(p.Jobs) != 0 {
 		t.Errorf("refused requests enqueued %+v", p.Jobs)
 	}
+}
+
+// testClaimReplay: a claim repeated with its request_id (its answer was lost)
+// answers the same tasks, with the same leases, and claims nothing more; the
+// jobs' attempts and executions do not move.
+func testClaimReplay(t *testing.T, s *server) {
+	c := s.client(t, "")
+	q := "bb-claim-replay"
+	a := c.enqueue(map[string]any{"kind": "bb.replay", "queue": q}, 201)
+	b := c.enqueue(map[string]any{"kind": "bb.replay", "queue": q}, 201)
+	body := map[string]any{"worker_id": "bb-w", "queues": []string{q}, "limit": 1, "request_id": "bb-claim-1"}
+	first := c.claim(body)
+	if len(first) != 1 || first[0].TaskID != a.ID {
+		t.Fatalf("claim = %+v, want job %d", first, a.ID)
+	}
+	again := c.claim(body)
+	if len(again) != 1 || again[0].TaskID != a.ID || again[0].Attempt != first[0].Attempt || again[0].LeaseToken != first[0].LeaseToken {
+		t.Fatalf("repeated claim = %+v, want the first answer %+v", again, first)
+	}
+	if j := c.get(a.ID); j.Attempt != 1 || j.Executions != 1 || j.Status != "running" {
+		t.Errorf("job %d after a repeated claim: %s attempt %d executions %d, want running, 1, 1", a.ID, j.Status, j.Attempt, j.Executions)
+	}
+	if j := c.get(b.ID); j.Status != "queued" {
+		t.Errorf("job %d is %s after a repeated claim, want queued (a repeat claims nothing more)", b.ID, j.Status)
+	}
+	// Once the task is done, the repeat answers nothing: the worker holds it no more.
+	c.want(200, "POST", "/internal/task-complete", with(fence(first[0]), "status", "succeeded", "output", 1), nil)
+	if late := c.claim(body); len(late) != 0 {
+		t.Errorf("repeated claim after the task completed = %+v, want none", late)
+	}
+	// A new request_id is a new claim.
+	if next := c.claim(with(body, "request_id", "bb-claim-2")); len(next) != 1 || next[0].TaskID != b.ID {
+		t.Errorf("claim with a new request_id = %+v, want job %d", next, b.ID)
+	}
+	c.wantError(400, "invalid_argument", "POST", "/internal/task-claim", with(body, "request_id", strings.Repeat("x", 201)))
 }
