@@ -1,7 +1,6 @@
 package blackbox
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -214,15 +213,9 @@ func testAuth(t *testing.T, kind string) {
 	}
 	req, _ := http.NewRequest("GET", s.base+"/jobs", nil)
 	req.SetBasicAuth("admin", admin)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if checkError(t, response{resp.StatusCode, resp.Header, buf.Bytes()}); resp.StatusCode != 401 {
-		t.Errorf("Basic auth with the admin token as password: status %d, want 401", resp.StatusCode)
+	r := anon.send(req)
+	if checkError(t, r); r.status != 401 {
+		t.Errorf("Basic auth with the admin token as password: status %d, want 401", r.status)
 	}
 	// The worker token is 403 outside /internal/*.
 	for _, p := range []struct{ method, path string }{

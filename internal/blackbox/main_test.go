@@ -222,14 +222,20 @@ func (c *client) do(method, path string, body any) response {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	return c.send(req)
+}
+
+// send sends req as it is and reads the whole answer.
+func (c *client) send(req *http.Request) response {
+	c.t.Helper()
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
+		c.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		c.t.Fatalf("%s %s: read body: %v", method, path, err)
+		c.t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
 	}
 	return response{resp.StatusCode, resp.Header, b}
 }

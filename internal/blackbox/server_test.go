@@ -467,6 +467,7 @@ func testLongPoll(t *testing.T, s *server) {
 // 127.0.0.1 (DNS rebinding) can neither read nor change jobs; and a
 // state-changing request a browser sends from another site is refused.
 func testBrowserGuards(t *testing.T, s *server) {
+	c := s.client(t, "")
 	send := func(method, path, host string, hdr map[string]string, body string) int {
 		t.Helper()
 		req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
@@ -479,17 +480,11 @@ func testBrowserGuards(t *testing.T, s *server) {
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		r := c.send(req)
+		if r.status >= 400 {
+			checkError(t, r)
 		}
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode >= 400 {
-			checkError(t, response{resp.StatusCode, resp.Header, buf.Bytes()})
-		}
-		return resp.StatusCode
+		return r.status
 	}
 	_, port, _ := strings.Cut(strings.TrimPrefix(s.base, "http://"), ":")
 	rebound := "rebind.attacker.example:" + port
@@ -508,7 +503,7 @@ func testBrowserGuards(t *testing.T, s *server) {
 		}
 	}
 	var p page
-	s.client(t, "").want(200, "GET", "/jobs?kind=bb.rebind", nil, &p)
+	c.want(200, "GET", "/jobs?kind=bb.rebind", nil, &p)
 	if len(p.Jobs) != 0 {
 		t.Errorf("refused requests enqueued %+v", p.Jobs)
 	}
