@@ -3,9 +3,11 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,7 +172,7 @@ func page(jobs []*drover.Job, limit int) jobList {
 func listParams(r *http.Request) (driver.ListParams, error) {
 	q := r.URL.Query()
 	p := driver.ListParams{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: 100}
-	if err := givenOnce(q, "queue", "kind", "limit", "cursor"); err != nil {
+	if err := queryParams(q, []string{"status"}, "queue", "kind", "limit", "cursor"); err != nil {
 		return p, err
 	}
 	for _, s := range strings.Split(strings.Join(q["status"], ","), ",") {
@@ -210,12 +212,21 @@ func listParams(r *http.Request) (driver.ListParams, error) {
 	return p, nil
 }
 
-// givenOnce refuses a query parameter of names given more than once: Get would
-// use the first value and drop the others without a word.
-func givenOnce(q url.Values, names ...string) error {
-	for _, name := range names {
-		if len(q[name]) > 1 {
-			return driver.Invalid(name, "given %d times; give it once", len(q[name]))
+// queryParams refuses a query parameter that is neither in repeatable nor in
+// once, and one of once given more than once: Get would use the first value and
+// drop the others without a word, and an unknown name (a typo: ?stauts=failed,
+// or ?queu=payments on a purge, which would then delete every queue's failed
+// jobs) would be ignored as if the filter had not been asked for.
+func queryParams(q url.Values, repeatable []string, once ...string) error {
+	for _, name := range slices.Sorted(maps.Keys(q)) { // the same name in the error every time
+		vs := q[name]
+		switch {
+		case slices.Contains(once, name):
+			if len(vs) > 1 {
+				return driver.Invalid(name, "given %d times; give it once", len(vs))
+			}
+		case !slices.Contains(repeatable, name):
+			return driver.Invalid(name, "is not a query parameter of this endpoint; it takes %s", strings.Join(append(slices.Clone(repeatable), once...), ", "))
 		}
 	}
 	return nil
@@ -297,7 +308,7 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 // so that `drover dlq purge` works through the server too.
 func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := givenOnce(q, "queue"); err != nil { // a purge must not drop a second queue without a word
+	if err := queryParams(q, nil, "queue"); err != nil { // a purge must not drop a second queue, or every queue, without a word
 		return err
 	}
 	queue := q.Get("queue")

@@ -43,6 +43,9 @@ func testErrors(t *testing.T, s *server) {
 		{"GET", "/jobs?queue=a&queue=b", nil, "queue"},
 		{"GET", "/jobs?limit=5&limit=10", nil, "limit"},
 		{"DELETE", "/dlq?queue=&queue=a", nil, "queue"},
+		{"DELETE", "/dlq?queu=a", nil, "queu"},
+		{"GET", "/jobs?stauts=failed", nil, "stauts"},
+		{"GET", "/dlq?queues=a", nil, "queues"},
 		{"GET", "/jobs/abc", nil, "id"},
 		{"POST", "/queues/bad%20name/pause", nil, "queue"},
 	}
@@ -82,6 +85,16 @@ func testErrors(t *testing.T, s *server) {
 	before := c.get(j.ID)
 	c.wantError(422, "invalid_transition", "POST", fmt.Sprintf("/jobs/%d/cancel", j.ID), nil)
 	same(t, "cancel of a succeeded job", before, c.get(j.ID))
+	// A purge whose filter is misspelt is refused, not taken as "every queue".
+	dead := c.enqueue(map[string]any{"kind": "bb.dead", "queue": q, "max_attempts": 1}, 201)
+	tk = c.claimOne(q)
+	c.want(200, "POST", "/internal/task-complete", with(fence(tk), "status", "failed", "error", "boom"), nil)
+	c.wantError(400, "invalid_argument", "DELETE", "/dlq?queu="+q, nil)
+	var dlq page
+	c.want(200, "GET", "/dlq?queue="+q, nil, &dlq)
+	if len(dlq.Jobs) != 1 || dlq.Jobs[0].ID != dead.ID {
+		t.Errorf("after a refused purge the DLQ of %s holds %+v, want job %d", q, dlq.Jobs, dead.ID)
+	}
 }
 
 // testBadInput sends hostile input, including values the two databases store
