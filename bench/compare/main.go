@@ -59,6 +59,7 @@ func run() error {
 		stall       = flag.Duration("stall-timeout", 60*time.Second, "give up on a run when no job completed for this long")
 		output      = flag.String("o", "table", "output: table or json")
 		cpuProfile  = flag.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
+		memProfile  = flag.String("memprofile", "", "write this process's heap profile (pprof; alloc_space and alloc_objects cover the whole run) to this file at the end")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -71,6 +72,19 @@ func run() error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer func() {
+			f, err := os.Create(*memProfile)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "compare: memprofile:", err)
+				return
+			}
+			defer f.Close()
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintln(os.Stderr, "compare: memprofile:", err)
+			}
+		}()
 	}
 	if *output != "table" && *output != "json" {
 		return fmt.Errorf("-o must be table or json, got %q", *output)
