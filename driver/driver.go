@@ -317,8 +317,8 @@ type CompleteOutcome = JobOutcome
 // FailParams reports a failed execution.
 type FailParams struct {
 	FenceParams
-	Error      string
-	Stack      string
+	Error      string        // free text: a driver stores it with NULs and bytes that are not UTF-8 replaced (CleanText)
+	Stack      string        // as Error
 	RetryAt    time.Time     // absolute retry time; zero: now + RetryDelay
 	RetryDelay time.Duration // measured on the database clock, so a worker's skewed clock cannot move it
 	Permanent  bool

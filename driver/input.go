@@ -30,9 +30,13 @@ func CheckText(field, s string) error {
 	return nil
 }
 
-// CleanText replaces NUL characters in free text (an error message or stack), so
-// that a worker's report is never refused for what its error happened to say.
-func CleanText(s string) string { return strings.ReplaceAll(s, "\x00", replacementCh) }
+// CleanText replaces NUL characters and each run of bytes that is not UTF-8 in
+// free text (an error message or stack), so that a worker's report is never
+// refused for what its error happened to say (PostgreSQL refuses both in text)
+// and both drivers store the same text.
+func CleanText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, replacementCh), "\x00", replacementCh)
+}
 
 // CheckJSON refuses JSON values that a database cannot store as given: invalid
 // UTF-8, NUL characters, lone UTF-16 surrogates, and numbers of more than

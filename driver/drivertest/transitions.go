@@ -20,6 +20,7 @@ var transitionTests = []suiteTest{
 	{"RetryThenFailWhenExhausted", testRetryThenFail},
 	{"FailPermanent", testFailPermanent},
 	{"FailMaxAttemptsOne", testFailMaxAttemptsOne},
+	{"FailTextNotUTF8", testFailTextNotUTF8},
 	{"SnoozeGivesExecutionBack", testSnooze},
 	{"CancelQueued", func(h *harness) { h.mustCancel(h.mustEnqueue(nil).ID, time.Second) }},
 	{"CancelPending", func(h *harness) {
@@ -153,6 +154,29 @@ func testFailMaxAttemptsOne(h *harness) {
 	f := h.mustFail(j, failParams(h.at(2*time.Second), "boom", h.tm(time.Hour), false), lifecycle.StatusFailed)
 	if f.Executions != 1 || f.Attempt != 1 {
 		h.t.Errorf("failed job: executions %d attempt %d, want 1 and 1", f.Executions, f.Attempt)
+	}
+}
+
+// A failure's text is the handler's error, which may hold any bytes: NULs and
+// bytes that are not UTF-8 are stored replaced (driver.CleanText), never
+// refused, and alike on every driver. PostgreSQL refused such text, so the
+// failure could not be recorded at all.
+func testFailTextNotUTF8(h *harness) {
+	j := h.runningJob(func(p *driver.InsertParams) { p.MaxAttempts = 5 })
+	p := failParams(h.at(2*time.Second), "upstream said \xff\xfe, then \x00", h.tm(time.Hour), true)
+	p.Stack = "frame \xc3\n"
+	p.FenceParams.ID, p.FenceParams.Attempt, p.FenceParams.LeaseToken = j.ID, j.Attempt, j.LeaseToken
+	r, err := h.d.JobFail(h.ctx, p)
+	if err != nil {
+		h.t.Fatalf("JobFail with text that is not UTF-8: %v", err)
+	}
+	const wantErr, wantStack = "upstream said \uFFFD, then \uFFFD", "frame \uFFFD\n"
+	if r.Status != lifecycle.StatusFailed || r.Error != wantErr || len(r.Errors) != 1 ||
+		r.Errors[0].Error != wantErr || r.Errors[0].Stack != wantStack {
+		h.t.Errorf("failed job: status %s error %q errors %+v; want failed, error %q, stack %q", r.Status, r.Error, r.Errors, wantErr, wantStack)
+	}
+	if g := h.get(j.ID); g.Error != wantErr {
+		h.t.Errorf("stored error %q, want %q", g.Error, wantErr)
 	}
 }
 

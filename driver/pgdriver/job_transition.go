@@ -571,12 +571,12 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 
 // JobFail implements driver.Driver.
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
-	msg := p.Error
+	msg := driver.CleanText(p.Error) // text PostgreSQL would refuse fails nothing
 	if msg == "" {
 		msg = "error"
 	}
 	return d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
-		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), p.Stack,
+		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.CleanText(p.Stack),
 		micros(p.RetryDelay))
 }
 

@@ -21,11 +21,11 @@ const unknownError = "unknown error"
 // failed with error = Error, event "failed").
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
 	now := clock(p.Now)
-	msg := p.Error
+	msg := driver.CleanText(p.Error) // stored as PostgreSQL stores it
 	if msg == "" {
 		msg = unknownError
 	}
-	entry, err := errorEntry(p.Attempt, now, msg, p.Stack)
+	entry, err := errorEntry(p.Attempt, now, msg, driver.CleanText(p.Stack))
 	if err != nil {
 		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
 	}
