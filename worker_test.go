@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drover-dev/drover"
 )
@@ -167,6 +168,42 @@ func TestWorkerPermanentError(t *testing.T) {
 		}
 		if n := calls.Load(); n != 1 {
 			t.Errorf("handler ran %d times, want 1", n)
+		}
+	})
+}
+
+// An error whose text is not valid UTF-8 (bytes from an upstream answer, say)
+// is recorded at once, its bad bytes replaced, on both drivers: PostgreSQL
+// refused the text, the worker retried the report until its lease ran out, and
+// the reaper ran the Permanent job again.
+func TestWorkerErrorTextNotUTF8(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		var calls atomic.Int32
+		drover.Register(ws, "perm", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			calls.Add(1)
+			return nil, drover.Permanent(fmt.Errorf("upstream said %s\x00", []byte{0xff, 0xfe}))
+		}, noBackoff)
+		drover.Register(ws, "panic", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			panic(string([]byte{'x', 0xc3}))
+		}, noBackoff)
+		startWorker(t, c, fastWorkerConfig(ws))
+
+		perm := enqueue(t, c, "perm", nil, &drover.EnqueueOpts{MaxAttempts: 5}).ID
+		j := waitStatus(t, c, perm, drover.StatusFailed, drover.StatusSucceeded)
+		want := "upstream said \uFFFD\uFFFD" // one for the run of bad bytes, one for the NUL
+		if j.Status != drover.StatusFailed || j.Executions != 1 || j.Error != want || len(j.Errors) != 1 || j.Errors[0].Error != want {
+			t.Errorf("permanent failure: %s, errors %+v; want failed after 1 execution with error %q", describe(j), j.Errors, want)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+
+		p := enqueue(t, c, "panic", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		j = waitStatus(t, c, p, drover.StatusFailed, drover.StatusSucceeded)
+		if j.Executions != 1 || len(j.Errors) != 1 || !strings.Contains(j.Error, "x\uFFFD") || !utf8.ValidString(j.Errors[0].Stack) || j.Errors[0].Stack == "" {
+			t.Errorf("panic: %s, errors %+v; want failed after 1 execution, its text and stack valid UTF-8", describe(j), j.Errors)
 		}
 	})
 }
