@@ -90,6 +90,9 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	if cf.ID == "" {
 		cf.ID = defaultWorkerID()
 	}
+	if err := driver.ValidateWorkerID("id", cf.ID); err != nil {
+		return nil, err
+	}
 	if len(cf.Queues) == 0 {
 		cf.Queues = map[string]int{DefaultQueue: 10}
 	}

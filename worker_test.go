@@ -208,6 +208,21 @@ func TestWorkerErrorTextNotUTF8(t *testing.T) {
 	})
 }
 
+// A worker id the database cannot store is refused when the worker is made;
+// on PostgreSQL every claim failed, only logged, and jobs waited for ever.
+func TestNewWorkerRefusesABadID(t *testing.T) {
+	c := newClient(t, "sqlite", nil)
+	for _, id := range []string{"w\x00nul", "w\xffbad", strings.Repeat("w", 201)} {
+		cfg := fastWorkerConfig(drover.NewWorkers())
+		cfg.ID = id
+		_, err := drover.NewWorker(c, cfg)
+		var ve *drover.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "id" {
+			t.Errorf("NewWorker with id %q: %v, want a ValidationError on id", id, err)
+		}
+	}
+}
+
 type snoozeArgs struct {
 	For time.Duration `json:"for"`
 }

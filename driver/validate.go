@@ -38,6 +38,24 @@ func ValidateName(field, s string) error {
 	return nil
 }
 
+// MaxWorkerIDLen bounds a worker's id, which every lease and event it writes holds.
+const MaxWorkerIDLen = 200
+
+// ValidateWorkerID refuses a worker id that is empty, longer than
+// MaxWorkerIDLen bytes, or not text every driver can store (UTF-8 without NUL
+// bytes): on PostgreSQL every claim under such an id failed.
+func ValidateWorkerID(field, id string) error {
+	switch {
+	case id == "":
+		return Invalid(field, "is required")
+	case len(id) > MaxWorkerIDLen:
+		return Invalid(field, "%d bytes, at most %d", len(id), MaxWorkerIDLen)
+	case !utf8.ValidString(id) || bytes.IndexByte([]byte(id), 0) >= 0:
+		return Invalid(field, "%q must be UTF-8 text without NUL bytes", id)
+	}
+	return nil
+}
+
 // ValidateInsert checks p and fills in what a driver needs: args {} when empty.
 // It does not fill in queue or max_attempts; the caller's defaults do.
 func ValidateInsert(p *InsertParams, lim Limits) error {

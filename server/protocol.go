@@ -62,13 +62,10 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if req.WorkerID == nil || *req.WorkerID == "" {
+	if req.WorkerID == nil {
 		return driver.Invalid("worker_id", "is required")
 	}
-	if len(*req.WorkerID) > 200 {
-		return driver.Invalid("worker_id", "%d bytes, at most 200", len(*req.WorkerID))
-	}
-	if err := checkText("worker_id", *req.WorkerID); err != nil {
+	if err := driver.ValidateWorkerID("worker_id", *req.WorkerID); err != nil {
 		return err
 	}
 	if len(req.Queues) == 0 && req.TaskID == nil {
