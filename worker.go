@@ -27,7 +27,7 @@ type WorkerConfig struct {
 	ClaimBatch        int            // most jobs one claim takes, bounded by free slots [the queue's concurrency, at most 100]
 	ClaimCooldown     time.Duration  // under a backlog, how long to wait for half a batch of slots to free before claiming fewer [5ms]; negative: never wait
 	DefaultTimeout    time.Duration  // for jobs and kinds that set none; negative: none [1m]
-	TimeoutGrace      time.Duration  // how long a handler may take to return after its context ends before it is abandoned [10s]
+	TimeoutGrace      time.Duration  // how long a handler may take to return after its context ends before it is abandoned (its attempt reported, its slot kept until it returns) [10s]
 	Backoff           Backoff        // retry delay unless the kind overrides it [DefaultBackoff]; a remote worker's server decides instead
 	CompletionBatch   int            // most completions written in one transaction; 1: no batching [100]; local workers only
 	// Wakeups, when set, is a wake-up transport (e.g. wakeup.NewNATS) whose pointers
@@ -361,9 +361,10 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				w.jobs.Add(1)
 				go func() {
 					var once sync.Once
+					// Called by execute once the handler has returned, which
+					// for an abandoned handler may be after execute returns.
 					release := func() { once.Do(func() { running.Add(-1); signal() }) }
 					defer func() {
-						release()
 						pending.Add(-1)
 						signal()
 						w.jobs.Done()

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -25,7 +26,8 @@ type outcome struct {
 }
 
 // execute runs one started job to a reported end. It calls release once the
-// handler has returned (or been abandoned), before the outcome is written.
+// handler has returned, before the outcome is written; for a handler abandoned
+// after TimeoutGrace, only when it does return (see run).
 // leaseFrom is when the job's lease began, as near as the worker can tell (see
 // produce): the time the claim was sent, or a long poll's answer arrived.
 func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
@@ -49,9 +51,8 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
 	}
 
 	hb := w.startHeartbeat(fence, cancel, leaseFrom)
-	o := w.run(ctx, h, job)
+	o := w.run(ctx, h, job, release)
 	hb.stop()
-	release()
 
 	cause := context.Cause(ctx)
 	switch {
@@ -101,45 +102,73 @@ func (j jobLog) Info(msg string, args ...any)  { j.log(slog.LevelInfo, msg, args
 func (j jobLog) Warn(msg string, args ...any)  { j.log(slog.LevelWarn, msg, args) }
 func (j jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, args) }
 
-// run calls the handler, turning a panic into an error with its stack, and gives
-// up on a handler that does not return within TimeoutGrace after its context ended.
-func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job) outcome {
+// run calls the handler, turning a panic into an error with its stack, and
+// calls release when it has returned. It gives up on a handler that does not
+// return within TimeoutGrace after its context ended: its outcome is then that
+// it was abandoned, and its slot stays taken until it does return, so the
+// queue's concurrency bounds the handlers really running: a handler that
+// ignores its context still holds whatever it was using, and on a queue whose
+// every slot is taken this worker cannot start the job's retry beside it.
+func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func()) outcome {
 	if h == nil {
+		release()
 		return outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, job.Kind)}
 	}
 	ch := outcomeChans.Get().(chan outcome)
+	// Who had the last word: the handler returning (answered) or run giving up
+	// on it (abandoned). Only the first of the two happens.
+	const (
+		running = iota
+		answered
+		abandoned
+	)
+	var state atomic.Int32
+	answer := func(o outcome) {
+		if state.CompareAndSwap(running, answered) {
+			ch <- o
+			return
+		}
+		release() // abandoned earlier: its slot waited for it
+	}
 	go func() {
 		returned := false
 		defer func() {
 			if r := recover(); r != nil {
-				ch <- outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}}
+				answer(outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}})
 			} else if !returned {
 				// runtime.Goexit (t.FailNow in a handler, say): no value and no
 				// panic, but the handler is over; without an answer the job would
 				// hold its slot and lease until its timeout, or for ever.
-				ch <- outcome{err: errHandlerGoexit}
+				answer(outcome{err: errHandlerGoexit})
 			}
 		}()
 		res, err := h.run(ctx, job)
 		returned = true
-		ch <- outcome{res, err}
+		answer(outcome{res, err})
 	}()
+	received := func(o outcome) outcome {
+		outcomeChans.Put(ch)
+		release()
+		return o
+	}
 	select {
 	case o := <-ch:
-		outcomeChans.Put(ch)
-		return o
+		return received(o)
 	case <-ctx.Done():
 	}
 	grace := time.NewTimer(w.cfg.TimeoutGrace)
 	defer grace.Stop()
 	select {
 	case o := <-ch:
-		outcomeChans.Put(ch)
-		return o
+		return received(o)
 	case <-grace.C:
-		// The handler may still send on ch: it is left to it, not recycled.
-		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended (%v); abandoned",
-			w.cfg.TimeoutGrace, context.Cause(ctx))}
+		if !state.CompareAndSwap(running, abandoned) {
+			return received(<-ch) // it returned just now: its answer is on its way
+		}
+		// The handler never sends on ch now: it is left to it, not recycled.
+		// The cause is execute's to add (it does for a timeout or a shutdown).
+		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; abandoned (its slot stays taken until it returns)",
+			w.cfg.TimeoutGrace)}
 	}
 }
 

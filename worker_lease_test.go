@@ -287,3 +287,50 @@ func TestWorkerStopCancelsAHungClaimAtItsDeadline(t *testing.T) {
 		t.Errorf("Stop with a hung claim = %v, want its deadline's error", err)
 	}
 }
+
+// A handler that ignores its context past TimeoutGrace is abandoned: its job is
+// reported (retried here) while the handler still runs. Its slot stays taken
+// until it returns, so a queue of concurrency 1 never runs two handlers at once,
+// and this worker cannot run the job's retry beside it. Before, the slot was
+// freed on abandoning, and the retry ran at once beside the first run.
+func TestAbandonedHandlerKeepsItsSlot(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		unblock := make(chan struct{})
+		var calls, now, most atomic.Int32
+		drover.Register(ws, "stuck", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			calls.Add(1)
+			n := now.Add(1)
+			defer now.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-unblock // ignores ctx, as a blocking call without one would
+			return "done", nil
+		}, noBackoff)
+		cfg := fastWorkerConfig(ws)
+		cfg.Queues = map[string]int{drover.DefaultQueue: 1}
+		cfg.TimeoutGrace = 50 * time.Millisecond
+		startWorker(t, c, cfg)
+
+		id := enqueue(t, c, "stuck", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 100 * time.Millisecond}).ID
+		j := waitJob(t, c, id, "retried after its handler was abandoned", func(j *drover.Job) bool { return len(j.Errors) == 1 })
+		if !strings.Contains(j.Errors[0].Error, "abandoned") {
+			t.Fatalf("attempt 1 ended with %q, want the abandoned handler's error", j.Errors[0].Error)
+		}
+		// The retry is due at once (no backoff) and the worker polls every 50ms:
+		// without its slot held, it ran within a poll or two.
+		time.Sleep(10 * cfg.PollInterval)
+		if n := calls.Load(); n != 1 {
+			t.Errorf("the handler ran %d times while the first run was still going, want 1", n)
+		}
+		close(unblock)
+		j = waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 2 {
+			t.Errorf("after the abandoned handler returned: %s, want succeeded at attempt 2", describe(j))
+		}
+		if m := most.Load(); m != 1 {
+			t.Errorf("%d handlers ran at once on a queue of concurrency 1", m)
+		}
+	})
+}

@@ -327,7 +327,9 @@ func TestWorkerAbandonsHandlerIgnoringContext(t *testing.T) {
 			return "ok", nil
 		})
 		cfg := fastWorkerConfig(ws)
-		cfg.Queues = map[string]int{drover.DefaultQueue: 1} // the stuck handler holds the only slot
+		// The stuck handler keeps its slot after it is abandoned (see
+		// TestAbandonedHandlerKeepsItsSlot); the other runs the rest.
+		cfg.Queues = map[string]int{drover.DefaultQueue: 2}
 		cfg.TimeoutGrace = 200 * time.Millisecond
 		startWorker(t, c, cfg)
 		t.Cleanup(func() { close(block) }) // runs before the worker stops
