@@ -64,8 +64,9 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
 		return
 	case o.err == nil && errors.Is(cause, errShutdown):
 		// Finished despite the hard stop: the result is real, keep it.
-	case errors.Is(cause, errShutdown):
+	case errors.Is(cause, errShutdown) && !errors.Is(o.err, errShutdown):
 		// %w on both: a Snooze or Permanent the handler answered with still decides.
+		// (A handler that returned the context's cause says so already.)
 		o.err = fmt.Errorf("%w: %w", errShutdown, o.err)
 	case o.err != nil && errors.Is(cause, errHandlerTimeout):
 		o.err = fmt.Errorf("%v: %w", cause, o.err)
