@@ -2,79 +2,14 @@ package pgdriver_test
 
 import (
 	"context"
-	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/driver/pgdriver"
-	"github.com/drover-dev/drover/internal/testdb"
 	"github.com/drover-dev/drover/lifecycle"
 )
-
-// Concurrent requeues of one failed job create one job even when the database's
-// default isolation is REPEATABLE READ: the requeue's look-up must see a job
-// another requeue committed while it waited for the failed row's lock, which
-// only READ COMMITTED gives, so the driver asks for it.
-func TestDLQRequeueOnceUnderRepeatableReadDefault(t *testing.T) {
-	ctx := context.Background()
-	u, err := url.Parse(testdb.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("default_transaction_isolation", "repeatable read")
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads no + as a space
-	d, err := pgdriver.New(ctx, u.String(), pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var iso string
-	if err := d.Pool().QueryRow(ctx, "SHOW default_transaction_isolation").Scan(&iso); err != nil || iso != "repeatable read" {
-		t.Fatalf("default_transaction_isolation = %q, %v; want repeatable read", iso, err)
-	}
-
-	const rounds, n = 8, 16
-	for r := range rounds {
-		f := failedJob(t, d)
-		jobs := make([]*driver.Job, n)
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				jobs[i], errs[i] = d.JobDLQRequeue(ctx, driver.DLQRequeueParams{ID: f, Actor: "operator"})
-			}()
-		}
-		close(start)
-		wg.Wait()
-		fresh := 0
-		for i := range n {
-			if errs[i] != nil {
-				t.Fatalf("round %d, requeue %d: %v", r, i, errs[i])
-			}
-			if !jobs[i].Replayed {
-				fresh++
-			}
-		}
-		var count int
-		if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM drover_jobs WHERE retry_of = $1", f).Scan(&count); err != nil {
-			t.Fatal(err)
-		}
-		if fresh != 1 || count != 1 {
-			t.Fatalf("round %d: %d of %d concurrent requeues created a job, and %d jobs retry job %d; want 1 and 1", r, fresh, n, count, f)
-		}
-	}
-}
 
 // failedJob enqueues a job and fails it for good; it returns its id.
 func failedJob(t *testing.T, d *pgdriver.Driver) int64 {

@@ -73,6 +73,14 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
+	// Every statement is written for READ COMMITTED (see NewFromPool). A
+	// default the database or role sets otherwise is overridden here, as a
+	// connection's own startup parameters win over those; one the URL asks
+	// for is refused, as Drover would not do what it says.
+	if iso, set := cfg.ConnConfig.RuntimeParams[isolationParam]; set && !isReadCommitted(iso) {
+		return nil, driver.Invalid("database_url", "%s=%q: Drover's statements need read committed; leave the parameter out", isolationParam, iso)
+	}
+	cfg.ConnConfig.RuntimeParams[isolationParam] = "read committed"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
@@ -86,7 +94,9 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	return d, nil
 }
 
-// NewFromPool wraps an existing pool; Close leaves the pool open. Besides the
+// NewFromPool wraps an existing pool; Close leaves the pool open. The pool's
+// sessions must default to READ COMMITTED isolation, PostgreSQL's own default;
+// NewFromPool refuses a pool whose sessions do not. Besides the
 // pool's connections the driver opens only one per wake-up subscription, for
 // LISTEN (WakeupSubscribe).
 func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error) {
@@ -94,12 +104,27 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	var schema string
-	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+	var schema, iso string
+	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('"+isolationParam+"')").Scan(&schema, &iso); err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	if !isReadCommitted(iso) {
+		// Under REPEATABLE READ or SERIALIZABLE a statement that waits for a row
+		// another transaction then changes fails with 40001 where READ
+		// COMMITTED rechecks the row: concurrent claims failed, and one
+		// heartbeat failed a whole batch of completions. Only a transaction
+		// Drover begins itself could ask for its own level.
+		return nil, fmt.Errorf("the pool's sessions default to %s isolation; Drover's statements need read committed: set RuntimeParams[%q] = \"read committed\" in the pool's config, or let Drover open its own pool", iso, isolationParam)
 	}
 	d.channel = "drover_wakeup_" + schema
 	return d, nil
+}
+
+// isolationParam is the setting Drover's sessions need at read committed.
+const isolationParam = "default_transaction_isolation"
+
+func isReadCommitted(level string) bool {
+	return strings.EqualFold(strings.Join(strings.Fields(level), " "), "read committed")
 }
 
 // Pool returns the connection pool, for callers that begin their own transactions.

@@ -1,0 +1,244 @@
+package pgdriver_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// Drover's statements are written for READ COMMITTED. Under REPEATABLE READ or
+// SERIALIZABLE a statement that waits for a row another transaction then
+// changes fails with 40001 where READ COMMITTED rechecks the row: concurrent
+// claims failed, one heartbeat failed a whole batch of completions, and
+// concurrent DLQ requeues could each create a job. A URL or a caller's pool
+// that asks for another level is refused.
+func TestIsolationOtherThanReadCommittedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	base := testdb.PostgresURL(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("default_transaction_isolation", "repeatable read")
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads no + as a space
+	_, err = pgdriver.New(ctx, u.String(), pgdriver.Options{})
+	var ve *driver.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "database_url" || !strings.Contains(err.Error(), "read committed") {
+		t.Errorf("New with default_transaction_isolation=repeatable read: %v, want a ValidationError on database_url naming read committed", err)
+	}
+
+	cfg, err := pgxpool.ParseConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{}); err == nil || !strings.Contains(err.Error(), "read committed") {
+		t.Errorf("NewFromPool on a serializable pool: %v, want an error naming read committed", err)
+	}
+}
+
+// A database whose default isolation is REPEATABLE READ (ALTER DATABASE … SET):
+// the pool New opens runs READ COMMITTED all the same, so concurrent claims,
+// a batch of completions that waits for a row a heartbeat then changes, and
+// racing requeues of one failed job all do what they do on a default database.
+func TestReadCommittedOverADatabaseDefault(t *testing.T) {
+	ctx := context.Background()
+	d := openRepeatableReadDatabase(t)
+	var iso string
+	if err := d.Pool().QueryRow(ctx, "SHOW transaction_isolation").Scan(&iso); err != nil || iso != "read committed" {
+		t.Fatalf("transaction_isolation = %q, %v; want read committed", iso, err)
+	}
+
+	t.Run("ConcurrentClaims", func(t *testing.T) {
+		const jobs, claimers = 200, 4
+		insertWaiting(t, d, jobs)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		claimed := map[int64]int{}
+		for range claimers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					js, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", LeaseDuration: time.Minute, Start: true})
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, err)
+					}
+					for _, j := range js {
+						claimed[j.ID]++
+					}
+					mu.Unlock()
+					if err == nil && len(js) == 0 {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Errorf("%d claims failed, e.g. %v", len(errs), errs[0])
+		}
+		if len(claimed) != jobs {
+			t.Errorf("%d jobs claimed, want %d", len(claimed), jobs)
+		}
+		for id, n := range claimed {
+			if n != 1 {
+				t.Errorf("job %d claimed %d times", id, n)
+			}
+		}
+	})
+
+	t.Run("CompletionsWaitingForAHeartbeat", func(t *testing.T) {
+		insertWaiting(t, d, 3)
+		js, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 3, Owner: "w", LeaseDuration: time.Minute, Start: true})
+		if err != nil || len(js) != 3 {
+			t.Fatalf("claim: %d jobs, %v", len(js), err)
+		}
+		tx, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		// What the holder's own heartbeat of the middle job writes, in flight.
+		if _, err := tx.Exec(ctx, "UPDATE drover_jobs SET lease_expires_at = now() + interval '1 minute', rev = rev + 1 WHERE id = $1", js[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		ps := make([]driver.CompleteParams, len(js))
+		for i, j := range js {
+			ps[i] = driver.CompleteParams{FenceParams: fenceOf(j), Result: []byte(`null`)}
+		}
+		done := make(chan []error, 1)
+		go func() { done <- d.JobCompleteManyErrs(ctx, ps) }()
+		waitBlocked(t, d, "Many completions in one statement", backendPID(t, tx))
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, err := range <-done {
+			if err != nil {
+				t.Errorf("completion of job %d: %v", js[i].ID, err)
+			}
+		}
+	})
+
+	t.Run("RacingRequeues", func(t *testing.T) {
+		const rounds, n = 4, 16
+		for r := range rounds {
+			f := failedJob(t, d)
+			jobs := make([]*driver.Job, n)
+			errs := make([]error, n)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					jobs[i], errs[i] = d.JobDLQRequeue(ctx, driver.DLQRequeueParams{ID: f, Actor: "operator"})
+				}()
+			}
+			close(start)
+			wg.Wait()
+			fresh := 0
+			for i := range n {
+				if errs[i] != nil {
+					t.Fatalf("round %d, requeue %d: %v", r, i, errs[i])
+				}
+				if !jobs[i].Replayed {
+					fresh++
+				}
+			}
+			var count int
+			if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM drover_jobs WHERE retry_of = $1", f).Scan(&count); err != nil {
+				t.Fatal(err)
+			}
+			if fresh != 1 || count != 1 {
+				t.Fatalf("round %d: %d of %d concurrent requeues created a job, and %d jobs retry job %d; want 1 and 1", r, fresh, n, count, f)
+			}
+		}
+	})
+}
+
+// openRepeatableReadDatabase creates a database whose default isolation is
+// REPEATABLE READ, dropped at the end of t, and opens a migrated driver on it.
+func openRepeatableReadDatabase(t *testing.T) *pgdriver.Driver {
+	t.Helper()
+	ctx := context.Background()
+	base := testdb.PostgresURL(t)
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "drover_rr_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET default_transaction_isolation = 'repeatable read'"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	q := u.Query()
+	q.Del("search_path") // a fresh database: its public schema
+	u.RawQuery = q.Encode()
+
+	// The database's default holds for a session that does not override it.
+	c, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var iso string
+	err = c.QueryRow(ctx, "SHOW transaction_isolation").Scan(&iso)
+	c.Close(ctx)
+	if err != nil || iso != "repeatable read" {
+		t.Fatalf("a plain session on %s: transaction_isolation %q, %v; want repeatable read", name, iso, err)
+	}
+
+	d, err := pgdriver.New(ctx, u.String(), pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func fenceOf(j *driver.Job) driver.FenceParams {
+	return driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken}
+}
