@@ -19,7 +19,7 @@ import (
 type Config struct {
 	Logger             *slog.Logger
 	DefaultMaxAttempts int // 0: DefaultMaxAttempts
-	MaxPayloadBytes    int // args + metadata; 0: 1 MiB
+	MaxPayloadBytes    int // args + metadata; 0: 1 MiB; negative is refused
 	// Wakeups, when set, gets a pointer for every job enqueued ready to run, so
 	// workers subscribed to the transport claim it at once. Losing a pointer loses
 	// no job: workers poll and the engine's reconciler republishes.
@@ -47,6 +47,9 @@ func NewClient(drv driver.Driver, cfg *Config) (*Client, error) {
 	}
 	if c.cfg.DefaultMaxAttempts < 0 {
 		return nil, driver.Invalid("default_max_attempts", "%d is negative", c.cfg.DefaultMaxAttempts)
+	}
+	if c.cfg.MaxPayloadBytes < 0 {
+		return nil, driver.Invalid("max_payload_bytes", "%d is negative", c.cfg.MaxPayloadBytes)
 	}
 	c.log = c.cfg.Logger
 	if c.log == nil {
@@ -76,8 +79,8 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (driver.Driver, 
 // Driver returns the client's driver.
 func (c *Client) Driver() driver.Driver { return c.drv }
 
-// Enqueue adds one job of kind with args (a JSON object: a struct, a map, or raw
-// JSON bytes). With an idempotency key seen before, it returns the earlier job and
+// Enqueue adds one job of kind with args (a JSON object: a struct or a map, or
+// JSON text as json.RawMessage, []byte or string). With an idempotency key seen before, it returns the earlier job and
 // Existing = true instead of adding one.
 func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
 	res, err := c.EnqueueMany(ctx, []EnqueueParams{{Kind: kind, Args: args, Opts: opts}})

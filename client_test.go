@@ -115,6 +115,12 @@ func TestClientDefaultMaxAttemptsConfig(t *testing.T) {
 	} else {
 		wantInvalid(t, err, "default_max_attempts")
 	}
+	// A negative limit was taken as the 1 MiB default without a word.
+	if _, err := drover.NewClient(testdb.Open(t, "sqlite"), &drover.Config{MaxPayloadBytes: -1}); err == nil {
+		t.Error("NewClient with MaxPayloadBytes -1: no error, want invalid max_payload_bytes")
+	} else {
+		wantInvalid(t, err, "max_payload_bytes")
+	}
 }
 
 func TestEnqueueRejectsBadInput(t *testing.T) {

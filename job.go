@@ -50,7 +50,7 @@ type EnqueueOpts struct {
 // EnqueueParams is one job of EnqueueMany.
 type EnqueueParams struct {
 	Kind string
-	Args any // a JSON object: a struct, a map, json.RawMessage or []byte
+	Args any // a JSON object: a struct or a map (marshalled), or JSON text as json.RawMessage, []byte or string
 	Opts *EnqueueOpts
 }
 
