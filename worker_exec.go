@@ -115,58 +115,40 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 		release()
 		return outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, job.Kind)}
 	}
-	ch := outcomeChans.Get().(chan outcome)
-	// Who had the last word: the handler returning (answered) or run giving up
-	// on it (abandoned). Only the first of the two happens.
-	const (
-		running = iota
-		answered
-		abandoned
-	)
-	var state atomic.Int32
-	answer := func(o outcome) {
-		if state.CompareAndSwap(running, answered) {
-			ch <- o
-			return
-		}
-		release() // abandoned earlier: its slot waited for it
-	}
+	call := handlerCalls.Get().(*handlerCall)
+	call.state.Store(callRunning)
+	call.release = release
 	go func() {
 		returned := false
 		defer func() {
 			if r := recover(); r != nil {
-				answer(outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}})
+				call.answer(outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}})
 			} else if !returned {
 				// runtime.Goexit (t.FailNow in a handler, say): no value and no
 				// panic, but the handler is over; without an answer the job would
 				// hold its slot and lease until its timeout, or for ever.
-				answer(outcome{err: errHandlerGoexit})
+				call.answer(outcome{err: errHandlerGoexit})
 			}
 		}()
 		res, err := h.run(ctx, job)
 		returned = true
-		answer(outcome{res, err})
+		call.answer(outcome{res, err})
 	}()
-	received := func(o outcome) outcome {
-		outcomeChans.Put(ch)
-		release()
-		return o
-	}
 	select {
-	case o := <-ch:
-		return received(o)
+	case o := <-call.ch:
+		return call.received(o)
 	case <-ctx.Done():
 	}
 	grace := time.NewTimer(w.cfg.TimeoutGrace)
 	defer grace.Stop()
 	select {
-	case o := <-ch:
-		return received(o)
+	case o := <-call.ch:
+		return call.received(o)
 	case <-grace.C:
-		if !state.CompareAndSwap(running, abandoned) {
-			return received(<-ch) // it returned just now: its answer is on its way
+		if !call.state.CompareAndSwap(callRunning, callAbandoned) {
+			return call.received(<-call.ch) // it returned just now: its answer is on its way
 		}
-		// The handler never sends on ch now: it is left to it, not recycled.
+		// The call is left to the handler, not recycled: it releases the slot.
 		// The cause is execute's to add (it does for a timeout or a shutdown).
 		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; abandoned (its slot stays taken until it returns)",
 			w.cfg.TimeoutGrace)}
@@ -177,9 +159,42 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 // runtime.Goexit instead of returning.
 var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of returning")
 
-// outcomeChans recycles the channels handlers answer on, each once; a channel
-// goes back only after its answer was received.
-var outcomeChans = sync.Pool{New: func() any { return make(chan outcome, 1) }}
+// handlerCall is one call of a handler: the channel it answers on, and who had
+// the last word, the handler returning (answered) or run giving up on it
+// (abandoned); only the first of the two happens. Calls are recycled (a
+// busy worker makes one per job), each once its answer was received.
+type handlerCall struct {
+	ch      chan outcome // buffered: the handler never waits to answer
+	state   atomic.Int32
+	release func() // frees the handler's slot
+}
+
+const (
+	callRunning = iota
+	callAnswered
+	callAbandoned
+)
+
+var handlerCalls = sync.Pool{New: func() any { return &handlerCall{ch: make(chan outcome, 1)} }}
+
+// answer is the handler's outcome: for run, or, if run gave up on the handler,
+// only the release of its slot, which waited for it.
+func (c *handlerCall) answer(o outcome) {
+	if c.state.CompareAndSwap(callRunning, callAnswered) {
+		c.ch <- o
+		return
+	}
+	c.release()
+}
+
+// received recycles c once run has its answer o, and frees the slot.
+func (c *handlerCall) received(o outcome) outcome {
+	release := c.release
+	c.release = nil
+	handlerCalls.Put(c)
+	release()
+	return o
+}
 
 // heartbeater runs a job's heartbeat loop, which starts only once the job has run
 // for one HeartbeatInterval. Most jobs end before that, and a goroutine, a ticker
