@@ -15,8 +15,14 @@ import (
 
 func open(t testing.TB) *pgdriver.Driver {
 	t.Helper()
+	return openURL(t, testdb.PostgresURL(t))
+}
+
+// openURL opens a migrated driver on url, closed at the end of t.
+func openURL(t testing.TB, url string) *pgdriver.Driver {
+	t.Helper()
 	ctx := context.Background()
-	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
+	d, err := pgdriver.New(ctx, url, pgdriver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
