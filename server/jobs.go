@@ -170,11 +170,11 @@ func page(jobs []*drover.Job, limit int) jobList {
 // be repeated (?status=a&status=b); the others are refused when repeated, as a
 // second value would otherwise be dropped without a word.
 func listParams(r *http.Request) (driver.ListParams, error) {
-	q := r.URL.Query()
-	p := driver.ListParams{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: 100}
-	if err := queryParams(q, []string{"status"}, "queue", "kind", "limit", "cursor"); err != nil {
-		return p, err
+	q, err := queryParams(r, []string{"status"}, "queue", "kind", "limit", "cursor")
+	if err != nil {
+		return driver.ListParams{}, err
 	}
+	p := driver.ListParams{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: 100}
 	for _, s := range strings.Split(strings.Join(q["status"], ","), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -212,24 +212,30 @@ func listParams(r *http.Request) (driver.ListParams, error) {
 	return p, nil
 }
 
-// queryParams refuses a query parameter that is neither in repeatable nor in
-// once, and one of once given more than once: Get would use the first value and
-// drop the others without a word, and an unknown name (a typo: ?stauts=failed,
-// or ?queu=payments on a purge, which would then delete every queue's failed
-// jobs) would be ignored as if the filter had not been asked for.
-func queryParams(q url.Values, repeatable []string, once ...string) error {
+// queryParams reads r's query string, refusing one that does not parse (a bad
+// %-escape, a ';'), a parameter that is neither in repeatable nor in once, and
+// one of once given more than once. URL.Query drops a pair it cannot parse and
+// Get uses the first of several values, both without a word; and an unknown
+// name (a typo: ?stauts=failed, or ?queu=payments on a purge, which would then
+// delete every queue's failed jobs) would be ignored as if the filter had not
+// been asked for.
+func queryParams(r *http.Request, repeatable []string, once ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, driver.Invalid("query", "%q does not parse: %v", r.URL.RawQuery, err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(q)) { // the same name in the error every time
 		vs := q[name]
 		switch {
 		case slices.Contains(once, name):
 			if len(vs) > 1 {
-				return driver.Invalid(name, "given %d times; give it once", len(vs))
+				return nil, driver.Invalid(name, "given %d times; give it once", len(vs))
 			}
 		case !slices.Contains(repeatable, name):
-			return driver.Invalid(name, "is not a query parameter of this endpoint; it takes %s", strings.Join(append(slices.Clone(repeatable), once...), ", "))
+			return nil, driver.Invalid(name, "is not a query parameter of this endpoint; it takes %s", strings.Join(append(slices.Clone(repeatable), once...), ", "))
 		}
 	}
-	return nil
+	return q, nil
 }
 
 func pathID(r *http.Request) (int64, error) {
@@ -307,13 +313,14 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 // purgeDLQ deletes failed jobs, of ?queue= or all; an extension beyond DESIGN §7
 // so that `drover dlq purge` works through the server too.
 func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := queryParams(q, nil, "queue"); err != nil { // a purge must not drop a second queue, or every queue, without a word
+	// A purge must not drop a second queue, or every queue, without a word.
+	q, err := queryParams(r, nil, "queue")
+	if err != nil {
 		return err
 	}
 	queue := q.Get("queue")
-	if queue != "" {
-		if err := driver.ValidateName("queue", queue); err != nil {
+	if _, given := q["queue"]; given {
+		if err := driver.ValidateName("queue", queue); err != nil { // ?queue= is no queue, not every queue
 			return err
 		}
 	}
