@@ -73,19 +73,22 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
-	// Every statement is written for READ COMMITTED (see NewFromPool). A
-	// default the database or role sets otherwise is overridden here, as a
-	// connection's own startup parameters win over those; one the URL asks
-	// for is refused, as Drover would not do what it says.
+	// Every statement is written for READ COMMITTED (see NewFromPool).
 	if iso, set := cfg.ConnConfig.RuntimeParams[isolationParam]; set && !isReadCommitted(iso) {
-		return nil, driver.Invalid("database_url", "%s=%q: Drover's statements need read committed; leave the parameter out", isolationParam, iso)
+		return nil, driver.Invalid("database_url", "%s=%q: Drover's statements need read committed", isolationParam, iso)
 	}
-	cfg.ConnConfig.RuntimeParams[isolationParam] = "read committed"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	d, err := NewFromPool(ctx, pool, opts)
+	var iso *isolationError
+	if errors.As(err, &iso) {
+		// The database's or the role's default: the URL can ask for read
+		// committed. (Drover does not ask on every connection itself: an
+		// unknown startup parameter stops PgBouncer from connecting.)
+		err = driver.Invalid("database_url", "the database's sessions default to %s isolation; Drover's statements need read committed: add %s=read%%20committed to the URL, or set it for the role or the database", iso.level, isolationParam)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -114,7 +117,7 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 		// COMMITTED rechecks the row: concurrent claims failed, and one
 		// heartbeat failed a whole batch of completions. Only a transaction
 		// Drover begins itself could ask for its own level.
-		return nil, fmt.Errorf("the pool's sessions default to %s isolation; Drover's statements need read committed: set RuntimeParams[%q] = \"read committed\" in the pool's config, or let Drover open its own pool", iso, isolationParam)
+		return nil, &isolationError{iso}
 	}
 	d.channel = "drover_wakeup_" + schema
 	return d, nil
@@ -123,8 +126,19 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 // isolationParam is the setting Drover's sessions need at read committed.
 const isolationParam = "default_transaction_isolation"
 
+// isReadCommitted reports whether PostgreSQL runs level as READ COMMITTED, as
+// it runs READ UNCOMMITTED.
 func isReadCommitted(level string) bool {
-	return strings.EqualFold(strings.Join(strings.Fields(level), " "), "read committed")
+	l := strings.ToLower(strings.Join(strings.Fields(level), " "))
+	return l == "read committed" || l == "read uncommitted"
+}
+
+// isolationError is NewFromPool's refusal of a pool whose sessions default to
+// another isolation level than READ COMMITTED.
+type isolationError struct{ level string }
+
+func (e *isolationError) Error() string {
+	return fmt.Sprintf("the pool's sessions default to %s isolation; Drover's statements need read committed: set RuntimeParams[%q] = \"read committed\" in the pool's config, or set it for the role or the database", e.level, isolationParam)
 }
 
 // Pool returns the connection pool, for callers that begin their own transactions.

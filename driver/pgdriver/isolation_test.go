@@ -24,7 +24,8 @@ import (
 // changes fails with 40001 where READ COMMITTED rechecks the row: concurrent
 // claims failed, one heartbeat failed a whole batch of completions, and
 // concurrent DLQ requeues could each create a job. A URL or a caller's pool
-// that asks for another level is refused.
+// that asks for another level is refused; READ UNCOMMITTED, which PostgreSQL
+// runs as READ COMMITTED, is not.
 func TestIsolationOtherThanReadCommittedIsRefused(t *testing.T) {
 	ctx := context.Background()
 	base := testdb.PostgresURL(t)
@@ -54,16 +55,30 @@ func TestIsolationOtherThanReadCommittedIsRefused(t *testing.T) {
 	if _, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{}); err == nil || !strings.Contains(err.Error(), "read committed") {
 		t.Errorf("NewFromPool on a serializable pool: %v, want an error naming read committed", err)
 	}
+
+	q.Set("default_transaction_isolation", "READ UNCOMMITTED")
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	d, err := pgdriver.New(ctx, u.String(), pgdriver.Options{})
+	if err != nil {
+		t.Fatalf("New with default_transaction_isolation=READ UNCOMMITTED: %v, want it taken (PostgreSQL runs it as read committed)", err)
+	}
+	_ = d.Close()
 }
 
 // A database whose default isolation is REPEATABLE READ (ALTER DATABASE … SET):
-// the pool New opens runs READ COMMITTED all the same, so concurrent claims,
-// and a batch of completions that waits for a row a heartbeat then changes, do
-// what they do on a default database. (The DLQ requeue also asks for READ
-// COMMITTED in its own transaction.)
+// New refuses it, saying how to ask for READ COMMITTED in the URL; asked so,
+// concurrent claims, and a batch of completions that waits for a row a
+// heartbeat then changes, do what they do on a default database. (The DLQ
+// requeue also asks for READ COMMITTED in its own transaction.)
 func TestReadCommittedOverADatabaseDefault(t *testing.T) {
 	ctx := context.Background()
-	d := openRepeatableReadDatabase(t)
+	rr := repeatableReadDatabase(t)
+	_, err := pgdriver.New(ctx, rr, pgdriver.Options{})
+	var ve *driver.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "database_url" || !strings.Contains(err.Error(), "default_transaction_isolation=read%20committed") {
+		t.Fatalf("New on a database whose default is repeatable read: %v, want a ValidationError on database_url saying what to add", err)
+	}
+	d := openURL(t, rr+"&default_transaction_isolation=read%20committed")
 	var iso string
 	if err := d.Pool().QueryRow(ctx, "SHOW transaction_isolation").Scan(&iso); err != nil || iso != "read committed" {
 		t.Fatalf("transaction_isolation = %q, %v; want read committed", iso, err)
@@ -143,9 +158,10 @@ func TestReadCommittedOverADatabaseDefault(t *testing.T) {
 	})
 }
 
-// openRepeatableReadDatabase creates a database whose default isolation is
-// REPEATABLE READ, dropped at the end of t, and opens a migrated driver on it.
-func openRepeatableReadDatabase(t *testing.T) *pgdriver.Driver {
+// repeatableReadDatabase creates a database whose default isolation is
+// REPEATABLE READ, dropped at the end of t, and returns its URL, which has a
+// query string.
+func repeatableReadDatabase(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	base := testdb.PostgresURL(t)
@@ -192,7 +208,7 @@ func openRepeatableReadDatabase(t *testing.T) *pgdriver.Driver {
 		t.Fatalf("a plain session on %s: transaction_isolation %q, %v; want repeatable read", name, iso, err)
 	}
 
-	return openURL(t, u.String())
+	return u.String()
 }
 
 func fenceOf(j *driver.Job) driver.FenceParams {
