@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/internal/maintenance"
 	"github.com/drover-dev/drover/wakeup"
 )
@@ -27,9 +28,13 @@ type EngineConfig struct {
 
 // Engine runs the maintenance loops — lease reaper, retention, wake-up reconciler —
 // in exactly one of any number of processes, elected through a lease row.
-type Engine struct{ e *maintenance.Engine }
+type Engine struct {
+	e   *maintenance.Engine
+	err error // the config's fault, which Run answers with
+}
 
-// NewEngine returns an engine over the client's database.
+// NewEngine returns an engine over the client's database. An ID that is not
+// one a worker could have (see WorkerConfig.ID) makes Run fail at once.
 func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 	if cfg == nil {
 		cfg = &EngineConfig{}
@@ -38,6 +43,9 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 	if id == "" {
 		id = defaultWorkerID()
 	}
+	// On PostgreSQL an id that is not UTF-8 never won the election, only
+	// logged, so no reaper ran; SQLite took it.
+	err := driver.ValidateWorkerID("id", id)
 	log := cfg.Logger
 	if log == nil {
 		log = c.log
@@ -55,11 +63,18 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 			return t.Publish(ctx, ps)
 		}
 	}
-	return &Engine{maintenance.New(c.drv, mc)}
+	return &Engine{maintenance.New(c.drv, mc), err}
 }
 
-// Run runs until ctx ends, then resigns leadership.
-func (e *Engine) Run(ctx context.Context) { e.e.Run(ctx) }
+// Run runs until ctx ends, then resigns leadership, and returns nil; with a
+// config NewEngine found at fault, it returns that ValidationError at once.
+func (e *Engine) Run(ctx context.Context) error {
+	if e.err != nil {
+		return e.err
+	}
+	e.e.Run(ctx)
+	return nil
+}
 
 // IsLeader reports whether this engine leads now.
 func (e *Engine) IsLeader() bool { return e.e.IsLeader() }

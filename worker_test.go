@@ -223,6 +223,24 @@ func TestNewWorkerRefusesABadID(t *testing.T) {
 	}
 }
 
+// An engine id the database cannot store makes Run fail at once: on
+// PostgreSQL such an engine never won the election, only logged, so no reaper
+// or retention ran; SQLite took the id.
+func TestEngineRefusesABadID(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		for _, id := range []string{"e\xffbad", "e\x00nul"} {
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			err := drover.NewEngine(c, &drover.EngineConfig{ID: id}).Run(ctx)
+			cancel()
+			var ve *drover.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "id" {
+				t.Errorf("Run of an engine with id %q: %v, want a ValidationError on id at once", id, err)
+			}
+		}
+	})
+}
+
 type snoozeArgs struct {
 	For time.Duration `json:"for"`
 }

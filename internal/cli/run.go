@@ -121,6 +121,9 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 	if id == "" {
 		id = nodeID()
 	}
+	if err := driver.ValidateWorkerID("id", id); err != nil { // the engine's and the worker's
+		return err
+	}
 
 	var wg sync.WaitGroup
 	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
