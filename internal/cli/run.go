@@ -99,6 +99,13 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 			return err
 		}
 	}
+	id := n.id
+	if id == "" {
+		id = nodeID()
+	}
+	if err := driver.ValidateWorkerID("id", id); err != nil { // the engine's and the worker's
+		return err
+	}
 	c, drv, err := g.open(ctx, o.migrate)
 	if err != nil {
 		return err
@@ -116,13 +123,6 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		if c, err = drover.NewClient(drv, &drover.Config{Logger: log, Wakeups: tr}); err != nil {
 			return err
 		}
-	}
-	id := n.id
-	if id == "" {
-		id = nodeID()
-	}
-	if err := driver.ValidateWorkerID("id", id); err != nil { // the engine's and the worker's
-		return err
 	}
 
 	var wg sync.WaitGroup
