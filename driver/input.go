@@ -30,6 +30,16 @@ func CheckText(field, s string) error {
 	return nil
 }
 
+// FailureText is the error a failure stores for the message a worker reported:
+// cleaned (CleanText), and "unknown error" for an empty one, as a failed job
+// must carry an error (lifecycle invariant) and "" would read as none.
+func FailureText(msg string) string {
+	if msg = CleanText(msg); msg == "" {
+		return "unknown error"
+	}
+	return msg
+}
+
 // CleanText replaces NUL characters and each run of bytes that is not UTF-8 in
 // free text (an error message or stack), so that a worker's report is never
 // refused for what its error happened to say (PostgreSQL refuses both in text)

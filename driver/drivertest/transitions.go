@@ -178,6 +178,14 @@ func testFailTextNotUTF8(h *harness) {
 	if g := h.get(j.ID); g.Error != wantErr {
 		h.t.Errorf("stored error %q, want %q", g.Error, wantErr)
 	}
+
+	// An empty message is stored as the same stand-in on every driver.
+	e := h.runningJob(nil)
+	p = failParams(h.at(3*time.Second), "", h.tm(time.Hour), true)
+	p.FenceParams.ID, p.FenceParams.Attempt, p.FenceParams.LeaseToken = e.ID, e.Attempt, e.LeaseToken
+	if r, err := h.d.JobFail(h.ctx, p); err != nil || r.Error != "unknown error" {
+		h.t.Errorf("JobFail with an empty error: %v, %v; want error \"unknown error\"", err, r)
+	}
 }
 
 func testSnooze(h *harness) {

@@ -571,10 +571,7 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 
 // JobFail implements driver.Driver.
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
-	msg := driver.CleanText(p.Error) // text PostgreSQL would refuse fails nothing
-	if msg == "" {
-		msg = "error"
-	}
+	msg := driver.FailureText(p.Error) // text PostgreSQL would refuse fails nothing
 	return d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
 		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.CleanText(p.Stack),
 		micros(p.RetryDelay))

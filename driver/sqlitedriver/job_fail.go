@@ -11,20 +11,13 @@ import (
 	"github.com/drover-dev/drover/lifecycle"
 )
 
-// unknownError stands in for an empty error message: a failed job must carry an
-// error (lifecycle invariant), and "" would read as none.
-const unknownError = "unknown error"
-
 // JobFail records the failed execution in the error history and, in the same
 // guarded UPDATE, retries the job at RetryAt or now + RetryDelay (running → queued, event "retried")
 // while !Permanent and executions < max_attempts, else fails it (running →
 // failed with error = Error, event "failed").
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
 	now := clock(p.Now)
-	msg := driver.CleanText(p.Error) // stored as PostgreSQL stores it
-	if msg == "" {
-		msg = unknownError
-	}
+	msg := driver.FailureText(p.Error) // stored as PostgreSQL stores it
 	entry, err := errorEntry(p.Attempt, now, msg, driver.CleanText(p.Stack))
 	if err != nil {
 		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
