@@ -80,8 +80,8 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (driver.Driver, 
 func (c *Client) Driver() driver.Driver { return c.drv }
 
 // Enqueue adds one job of kind with args (a JSON object: a struct or a map, or
-// JSON text as json.RawMessage, []byte or string). With an idempotency key seen before, it returns the earlier job and
-// Existing = true instead of adding one.
+// JSON text as json.RawMessage, []byte or string). With an idempotency key seen
+// before, it returns the earlier job and Existing = true instead of adding one.
 func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
 	res, err := c.EnqueueMany(ctx, []EnqueueParams{{Kind: kind, Args: args, Opts: opts}})
 	if err != nil {
