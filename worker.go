@@ -61,6 +61,9 @@ type Worker struct {
 // WorkerStats counts what a worker did since it started.
 type WorkerStats struct {
 	Claimed, Succeeded, Retried, Failed, Snoozed, LeaseLost atomic.Int64
+	// Abandoned counts handlers given up on after TimeoutGrace; each held its
+	// slot until it returned, and may still be running.
+	Abandoned atomic.Int64
 }
 
 var (

@@ -150,6 +150,7 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 		}
 		// The call is left to the handler, not recycled: it releases the slot.
 		// The cause is execute's to add (it does for a timeout or a shutdown).
+		w.stats.Abandoned.Add(1)
 		w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
 			"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "grace", w.cfg.TimeoutGrace, "cause", context.Cause(ctx))
 		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; abandoned (its slot stays taken until it returns)",

@@ -311,7 +311,7 @@ func TestAbandonedHandlerKeepsItsSlot(t *testing.T) {
 		cfg := fastWorkerConfig(ws)
 		cfg.Queues = map[string]int{drover.DefaultQueue: 1}
 		cfg.TimeoutGrace = 50 * time.Millisecond
-		startWorker(t, c, cfg)
+		w := startWorker(t, c, cfg)
 
 		id := enqueue(t, c, "stuck", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 100 * time.Millisecond}).ID
 		j := waitJob(t, c, id, "retried after its handler was abandoned", func(j *drover.Job) bool { return len(j.Errors) == 1 })
@@ -331,6 +331,9 @@ func TestAbandonedHandlerKeepsItsSlot(t *testing.T) {
 		}
 		if m := most.Load(); m != 1 {
 			t.Errorf("%d handlers ran at once on a queue of concurrency 1", m)
+		}
+		if n := w.Stats().Abandoned.Load(); n != 1 {
+			t.Errorf("Stats().Abandoned = %d, want 1", n)
 		}
 	})
 }
