@@ -245,6 +245,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"jobs", "list", "--kind", "a b"}, "invalid kind"},
 		{[]string{"dlq", "list", "--queue", "a b"}, "invalid queue"},
 		{[]string{"dlq", "purge", "--queue", "a b"}, "invalid queue"},
+		{[]string{"dlq", "purge", "--queue", ""}, "invalid queue: must not be empty"},
 	} {
 		code, _, stderr := run(t, append([]string{"--database-url", db}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "panic") {

@@ -99,6 +99,11 @@ func newDLQCmd(g *globals) *cobra.Command {
 			if err := checkNames(purgeQueue, ""); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("queue") && purgeQueue == "" {
+				// --queue "$Q" with Q unset must not purge every queue, as
+				// DELETE /dlq?queue= does not.
+				return driver.ValidateName("queue", purgeQueue)
+			}
 			return g.withClient(cmd.Context(), func(c api) error {
 				n, err := c.DLQPurge(cmd.Context(), purgeQueue)
 				if err != nil {
