@@ -182,9 +182,6 @@ func (b *httpBackend) fail(deadline time.Time, f driver.FenceParams, fl failure)
 	if fl.permanent {
 		body.Status = "failed"
 	}
-	if strings.TrimSpace(body.Error) == "" {
-		body.Error = "handler returned an error with an empty message" // the server requires one
-	}
 	status, err := b.report(deadline, body)
 	return status == StatusFailed, err
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -458,7 +459,7 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d tim
 	}
 	var perm *permanentError
 	f = failure{
-		err: driver.CleanText(err.Error()), permanent: errors.As(err, &perm),
+		err: failureMessage(err), permanent: errors.As(err, &perm),
 		retryDelay: backoff(job.Executions), // added to the database clock, never ours
 	}
 	if errors.Is(err, errShutdown) {
@@ -469,6 +470,17 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d tim
 		f.stack = driver.CleanText(panicErr.Stack)
 	}
 	return f, 0, false
+}
+
+// failureMessage is the error text a failure reports: err's, cleaned (see
+// driver.CleanText), or a stand-in saying it was empty, on a local worker as on
+// a remote one (the server requires an error).
+func failureMessage(err error) string {
+	msg := driver.CleanText(err.Error())
+	if strings.TrimSpace(msg) == "" {
+		return "handler returned an error with an empty message"
+	}
+	return msg
 }
 
 // newRequestID is a random (version 4) UUID naming one report, so that a retry of

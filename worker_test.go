@@ -208,6 +208,24 @@ func TestWorkerErrorTextNotUTF8(t *testing.T) {
 	})
 }
 
+// A handler error whose message is empty or blank is recorded with the same
+// stand-in on a local worker as on a remote one (which must send one).
+func TestWorkerEmptyErrorMessage(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "blank", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			return nil, errors.New(" ")
+		})
+		startWorker(t, c, fastWorkerConfig(ws))
+		id := enqueue(t, c, "blank", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		j := waitStatus(t, c, id, drover.StatusFailed, drover.StatusSucceeded)
+		if want := "handler returned an error with an empty message"; j.Error != want {
+			t.Errorf("failure of a blank error: %s, want error %q", describe(j), want)
+		}
+	})
+}
+
 // A worker id the database cannot store is refused when the worker is made;
 // on PostgreSQL every claim failed, only logged, and jobs waited for ever.
 func TestNewWorkerRefusesABadID(t *testing.T) {
