@@ -31,6 +31,7 @@ type EngineConfig struct {
 type Engine struct {
 	e   *maintenance.Engine
 	err error // the config's fault, which Run answers with
+	log *slog.Logger
 }
 
 // NewEngine returns an engine over the client's database. An ID that is not
@@ -63,13 +64,15 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 			return t.Publish(ctx, ps)
 		}
 	}
-	return &Engine{maintenance.New(c.drv, mc), err}
+	return &Engine{maintenance.New(c.drv, mc), err, log}
 }
 
 // Run runs until ctx ends, then resigns leadership, and returns nil; with a
 // config NewEngine found at fault, it returns that ValidationError at once.
 func (e *Engine) Run(ctx context.Context) error {
 	if e.err != nil {
+		// Logged too: a caller that runs it in a goroutine often drops the result.
+		e.log.Error("engine not started", "err", e.err)
 		return e.err
 	}
 	e.e.Run(ctx)

@@ -75,7 +75,11 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	}
 	// Every statement is written for READ COMMITTED (see NewFromPool).
 	if iso, set := cfg.ConnConfig.RuntimeParams[isolationParam]; set && !isReadCommitted(iso) {
-		return nil, driver.Invalid("database_url", "%s=%q: Drover's statements need read committed", isolationParam, iso)
+		hint := ""
+		if strings.Contains(iso, "+") {
+			hint = " (a URL's + is not read as a space here: write read%20committed)"
+		}
+		return nil, driver.Invalid("database_url", "%s=%q: Drover's statements need read committed%s", isolationParam, iso, hint)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -87,7 +91,9 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 		// The database's or the role's default: the URL can ask for read
 		// committed. (Drover does not ask on every connection itself: an
 		// unknown startup parameter stops PgBouncer from connecting.)
-		err = driver.Invalid("database_url", "the database's sessions default to %s isolation; Drover's statements need read committed: add %s=read%%20committed to the URL, or set it for the role or the database", iso.level, isolationParam)
+		err = driver.Invalid("database_url", "the database's sessions default to %s isolation; Drover's statements need read committed: "+
+			"set it for the role or the database (ALTER ROLE … SET %[2]s = 'read committed'), or, without PgBouncer in between, "+
+			"ask for it in the URL (?%[2]s=read%%20committed; %[2]s='read committed' in a key=value DSN)", iso.level, isolationParam)
 	}
 	if err != nil {
 		pool.Close()
@@ -138,7 +144,7 @@ func isReadCommitted(level string) bool {
 type isolationError struct{ level string }
 
 func (e *isolationError) Error() string {
-	return fmt.Sprintf("the pool's sessions default to %s isolation; Drover's statements need read committed: set RuntimeParams[%q] = \"read committed\" in the pool's config, or set it for the role or the database", e.level, isolationParam)
+	return fmt.Sprintf("the pool's sessions default to %s isolation; Drover's statements need read committed: set it for the role or the database, or RuntimeParams[%q] = \"read committed\" in the pool's config", e.level, isolationParam)
 }
 
 // Pool returns the connection pool, for callers that begin their own transactions.
