@@ -140,8 +140,11 @@ func isReadCommitted(level string) bool {
 }
 
 // isolationError is NewFromPool's refusal of a pool whose sessions default to
-// another isolation level than READ COMMITTED.
+// another isolation level than READ COMMITTED; errors.Is(err,
+// driver.ErrInvalidArgument) holds for it, as for New's ValidationError.
 type isolationError struct{ level string }
+
+func (e *isolationError) Unwrap() error { return driver.ErrInvalidArgument }
 
 func (e *isolationError) Error() string {
 	return fmt.Sprintf("the pool's sessions default to %s isolation; Drover's statements need read committed: set it for the role or the database, or RuntimeParams[%q] = \"read committed\" in the pool's config", e.level, isolationParam)

@@ -52,8 +52,8 @@ func TestIsolationOtherThanReadCommittedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{}); err == nil || !strings.Contains(err.Error(), "read committed") {
-		t.Errorf("NewFromPool on a serializable pool: %v, want an error naming read committed", err)
+	if _, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{}); !errors.Is(err, driver.ErrInvalidArgument) || !strings.Contains(err.Error(), "read committed") {
+		t.Errorf("NewFromPool on a serializable pool: %v, want an ErrInvalidArgument naming read committed", err)
 	}
 
 	q.Set("default_transaction_isolation", "READ UNCOMMITTED")
