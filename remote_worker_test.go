@@ -709,8 +709,17 @@ func TestRemoteWorkerReportGivesUpAtLeaseEnd(t *testing.T) {
 // is sent again with its request_id, and the server answers the same task: the
 // job runs once, at attempt 1. Before, the task stayed leased to a worker that
 // never had it until the lease ran out, and ran again at attempt 2 (here, with
-// no reaper, never).
+// no reaper, never). With outage, the server then answers that many claims with
+// 503, as one restarting does (the worker's resends then span a second and a
+// half of its 2 s lease): the worker kept the request_id for 150 ms only, took
+// a 503 as final, and claimed afresh.
 func TestRemoteWorkerResendsAClaimWhoseAnswerWasLost(t *testing.T) {
+	for _, outage := range []int{0, 4} {
+		t.Run(fmt.Sprintf("outage=%d", outage), func(t *testing.T) { testLostClaimAnswer(t, outage) })
+	}
+}
+
+func testLostClaimAnswer(t *testing.T, outage int) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
 		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
@@ -718,6 +727,7 @@ func TestRemoteWorkerResendsAClaimWhoseAnswerWasLost(t *testing.T) {
 			mu      sync.Mutex
 			ids     []string // request_id of each claim, in order
 			dropped atomic.Bool
+			refused atomic.Int64
 		)
 		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/internal/task-claim" {
@@ -733,6 +743,12 @@ func TestRemoteWorkerResendsAClaimWhoseAnswerWasLost(t *testing.T) {
 			mu.Lock()
 			ids = append(ids, req.RequestID)
 			mu.Unlock()
+			if dropped.Load() && refused.Add(1) <= int64(outage) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"restarting"}}`))
+				return
+			}
 			rec := httptest.NewRecorder()
 			s.ServeHTTP(rec, r)
 			if rec.Code == http.StatusOK && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && dropped.CompareAndSwap(false, true) {

@@ -334,13 +334,17 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 			want := min(free, w.cfg.ClaimBatch)
 			asked := time.Now()
 			pointers := wake.take()
-			jobs, err := w.be.claim(ctx, queue, want)
+			jobs, from, err := w.be.claim(ctx, queue, want)
 			// When the jobs' leases began: no earlier than the claim was sent.
 			// A long-polling server claims when work arrives, which may be
 			// long after the request went out: for it, when the answer came
-			// (later than the server's claim by the answer's way back).
+			// (later than the server's claim by the answer's way back), unless
+			// the backend knows an earlier bound (a claim it had to resend).
 			leaseFrom := asked
-			if w.be.longPoll() {
+			switch {
+			case !from.IsZero():
+				leaseFrom = from
+			case w.be.longPoll():
 				leaseFrom = time.Now()
 			}
 			if obs := w.cfg.Observer; obs != nil && len(jobs) > 0 {

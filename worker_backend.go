@@ -24,8 +24,9 @@ type backend interface {
 	stop()
 	// claim returns up to limit jobs of queue, already running under a lease held
 	// by this worker. A long-polling backend may hold the call until work is ready
-	// or ctx ends.
-	claim(ctx context.Context, queue string, limit int) ([]*Job, error)
+	// or ctx ends. leaseFrom is the earliest the jobs' lease may have begun, if
+	// the backend knows better than the worker (see produce); zero otherwise.
+	claim(ctx context.Context, queue string, limit int) (jobs []*Job, leaseFrom time.Time, err error)
 	// heartbeat extends the lease and reports whether an operator canceled the job.
 	heartbeat(ctx context.Context, f driver.FenceParams) (cancelRequested bool, err error)
 	// complete stores a successful result. Like fail and snooze, it gives up by

@@ -70,10 +70,11 @@ func (t *remoteTask) job(owner string) *Job {
 	return j
 }
 
-// claimTries bounds how often one claim is sent when no answer comes back.
+// claimTries bounds how often a claim without a request_id (to an older
+// server) is sent when no answer comes back.
 const claimTries = 3
 
-func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, error) {
+func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, time.Time, error) {
 	req := struct {
 		WorkerID    string   `json:"worker_id"`
 		Queues      []string `json:"queues"`
@@ -92,11 +93,16 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		Tasks []remoteTask `json:"tasks"`
 	}
 	// A claim whose answer did not arrive (the connection broke, perhaps after
-	// the server claimed) is sent again with the same request_id: the server
-	// answers the tasks the first one claimed, where a new claim would leave
-	// them leased to nobody until their lease ran out, an execution spent on
-	// each. An answer from the server, an error one included, is final.
-	for try := 1; ; try++ {
+	// the server claimed; the server restarting) is sent again with the same
+	// request_id: the server answers the tasks the first one claimed, where a
+	// new claim would leave them leased to nobody until their lease ran out,
+	// an execution spent on each (a max_attempts 1 job failed unrun). It is
+	// resent for as long as those tasks may still be held, a lease from the
+	// first sending; a server's refusal (4xx) is final.
+	first := time.Now()
+	wait := 50 * time.Millisecond
+	try := 1
+	for ; ; try++ {
 		err := b.post(ctx, "/internal/task-claim", req, &resp)
 		if err == nil {
 			break
@@ -109,23 +115,36 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 			req.RequestID = ""
 			continue
 		}
-		if errors.As(err, &re) || try == claimTries || ctx.Err() != nil {
-			return nil, err
+		resend := retryable(err) && ctx.Err() == nil
+		if req.RequestID == "" {
+			resend = resend && !errors.As(err, &re) && try < claimTries
+		} else {
+			resend = resend && time.Now().Add(wait).Before(first.Add(b.w.cfg.LeaseDuration))
 		}
-		t := time.NewTimer(time.Duration(try) * 50 * time.Millisecond)
+		if !resend {
+			return nil, time.Time{}, err
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return nil, time.Time{}, err
 		case <-t.C:
 		}
+		wait = min(2*wait, time.Second)
 	}
 	jobs := make([]*Job, len(resp.Tasks))
 	for i := range resp.Tasks {
 		jobs[i] = resp.Tasks[i].job(b.w.cfg.ID)
 	}
 	b.w.stats.Claimed.Add(int64(len(jobs)))
-	return jobs, nil
+	var leaseFrom time.Time
+	if try > 1 {
+		// Answered to a resend: the first sending may have claimed them, so
+		// their lease may run from then (see produce).
+		leaseFrom = first
+	}
+	return jobs, leaseFrom, nil
 }
 
 // fenceBody is the fence every call about one task carries.
