@@ -52,7 +52,10 @@ func newMetrics(drv driver.Driver) *metrics {
 	}, []string{"route"})
 	m.reg.MustRegister(m.claims, m.completions, m.leaseLosses, m.handler, m.requests, m.latency,
 		&jobsCollector{drv: drv}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handlerHTTP = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	// A collector that fails (the job counts, while the database is down)
+	// leaves the others to be served: the in-process counters matter most
+	// then. Its error is not served either, as it may name the database.
+	m.handlerHTTP = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
 }
 

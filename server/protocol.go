@@ -127,9 +127,16 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		wake, cancel = s.wake.subscribe(req.Queues)
 		defer cancel()
 	}
+	// A claim cut short (the worker went away, or the server is shutting
+	// down and ended the long poll) answers no tasks, in the answer's shape:
+	// a worker still there must not get a 200 without a body.
+	noTasks := func() error {
+		writeJSON(w, http.StatusOK, map[string]any{"tasks": []Task{}})
+		return nil
+	}
 	for {
 		if ctx.Err() != nil {
-			return nil // the worker went away; claim nothing it cannot receive
+			return noTasks() // claim nothing the worker may not receive
 		}
 		tasks, err := s.claimAndStart(r, p)
 		if err != nil {
@@ -140,7 +147,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			// them back now (a zero snooze returns the execution) rather than let
 			// them sit running until the lease expires and cost an attempt.
 			s.giveBack(tasks)
-			return nil
+			return noTasks()
 		}
 		remaining := time.Until(deadline)
 		if len(tasks) > 0 || wake == nil || remaining <= 0 {
@@ -155,7 +162,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return noTasks()
 		case <-wake:
 		case <-t.C:
 		}

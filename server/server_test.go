@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -101,5 +102,38 @@ func TestErrorsAreJSON(t *testing.T) {
 	}
 	if status, _, _ := call(t, s, "GET", "/healthz", "", nil); status != 200 {
 		t.Errorf("GET /healthz without a token: %d, want 200 (always open)", status)
+	}
+}
+
+// With the database gone, /metrics still serves what the process counts itself
+// (the job counts it cannot read are left out) instead of failing the whole
+// scrape with a 500 whose text named the database.
+func TestMetricsWithoutTheDatabase(t *testing.T) {
+	s := newTestServer(t, Config{})
+	if code, _, _ := call(t, s, "GET", "/metrics", "", nil); code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d, want 200", code)
+	}
+	if err := s.drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := call(t, s, "GET", "/metrics", "", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), "drover_http_requests_total") {
+		t.Errorf("GET /metrics with the database closed: %d, want 200 with the in-process counters:\n%.500s", code, body)
+	}
+}
+
+// A long poll cut short (the server shutting down ends it through the request's
+// context) answers an empty task list in the answer's shape; it answered 200
+// with no body, which a worker in another language fails to parse.
+func TestClaimCutShortAnswersNoTasks(t *testing.T) {
+	s := newTestServer(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, "POST", "/internal/task-claim",
+		strings.NewReader(`{"worker_id":"w","queues":["default"],"wait_seconds":5}`))
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"tasks":[]}` {
+		t.Errorf("claim with its context ended: %d %q, want 200 {\"tasks\":[]}", rec.Code, rec.Body.String())
 	}
 }
