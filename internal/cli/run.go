@@ -234,7 +234,7 @@ func (g *globals) runRemoteWorker(ctx context.Context, n *nodeFlags) error {
 // a failure of the command.
 func (g *globals) stopped(err error, timeout time.Duration) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintf(g.stderr, "shutdown: jobs still running after --shutdown-timeout %s were canceled; they will be retried\n", timeout)
+		fmt.Fprintf(g.stderr, "shutdown: jobs still running after --shutdown-timeout %s were canceled; they will be retried, or fail if that was their last attempt\n", timeout)
 		return nil
 	}
 	return err
