@@ -85,8 +85,8 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	if !b.claimWithoutID.Load() {
 		req.RequestID = newRequestID()
 	}
-	// The server answers within wait; the margin covers a slow claim, and
-	// bounds a connection that died silently.
+	// The server answers within wait; the margin covers a slow claim, bounds
+	// a connection that died silently, and ends the resends below.
 	ctx, cancel := context.WithTimeout(ctx, b.wait+b.w.cfg.LeaseDuration)
 	defer cancel()
 	var resp struct {
@@ -97,8 +97,9 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	// request_id: the server answers the tasks the first one claimed, where a
 	// new claim would leave them leased to nobody until their lease ran out,
 	// an execution spent on each (a max_attempts 1 job failed unrun). It is
-	// resent for as long as those tasks may still be held, a lease from the
-	// first sending; a server's refusal (4xx) is final.
+	// resent for as long as those tasks may still be held: ctx ends a long
+	// poll and a lease after the first sending, the latest a claim of it can
+	// have begun and ended. A server's refusal (4xx) is final.
 	first := time.Now()
 	wait := 50 * time.Millisecond
 	try := 1
@@ -118,8 +119,6 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		resend := retryable(err) && ctx.Err() == nil
 		if req.RequestID == "" {
 			resend = resend && !errors.As(err, &re) && try < claimTries
-		} else {
-			resend = resend && time.Now().Add(wait).Before(first.Add(b.w.cfg.LeaseDuration))
 		}
 		if !resend {
 			return nil, time.Time{}, err
