@@ -367,10 +367,10 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				pending.Add(1)
 				w.jobs.Add(1)
 				go func() {
-					var once sync.Once
-					// Called by execute once the handler has returned, which
-					// for an abandoned handler may be after execute returns.
-					release := func() { once.Do(func() { running.Add(-1); signal() }) }
+					// Called exactly once, by run, when the handler has
+					// returned, which for an abandoned handler may be after
+					// execute returns (handlerCall decides who calls it).
+					release := func() { running.Add(-1); signal() }
 					defer func() {
 						pending.Add(-1)
 						signal()
