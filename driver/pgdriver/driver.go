@@ -73,6 +73,16 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
+	// Timestamps come back as text from the statements run without a prepared
+	// description (QueryExecModeExec), and pgx reads only the ISO style: under
+	// another DateStyle a claim by id committed and then failed to read its
+	// answer, leaving its jobs leased to nobody. DateStyle is a parameter
+	// PgBouncer tracks for each client, so asking for it passes through.
+	if style, set := runtimeParam(cfg.ConnConfig.RuntimeParams, "datestyle"); set && !isISODateStyle(style) {
+		return nil, driver.Invalid("database_url", "datestyle=%q: Drover reads timestamps in the ISO style; leave datestyle out or set it to ISO", style)
+	} else if !set {
+		cfg.ConnConfig.RuntimeParams["DateStyle"] = "ISO, MDY"
+	}
 	// Every statement is written for READ COMMITTED (see NewFromPool).
 	if iso, set := cfg.ConnConfig.RuntimeParams[isolationParam]; set && !isReadCommitted(iso) {
 		hint := ""
@@ -87,6 +97,10 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	}
 	d, err := NewFromPool(ctx, pool, opts)
 	var iso *isolationError
+	var style *dateStyleError
+	if errors.As(err, &style) {
+		err = driver.Invalid("database_url", "the sessions' DateStyle is %q; Drover reads timestamps in the ISO style: set DateStyle to ISO for the role or the database", style.style)
+	}
 	if errors.As(err, &iso) {
 		// The database's or the role's default: the URL can ask for read
 		// committed. (Drover does not ask on every connection itself: an
@@ -113,9 +127,12 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	var schema, iso string
-	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('"+isolationParam+"')").Scan(&schema, &iso); err != nil {
+	var schema, iso, style string
+	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('"+isolationParam+"'), current_setting('DateStyle')").Scan(&schema, &iso, &style); err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	if !isISODateStyle(style) {
+		return nil, &dateStyleError{style}
 	}
 	if !isReadCommitted(iso) {
 		// Under REPEATABLE READ or SERIALIZABLE a statement that waits for a row
@@ -148,6 +165,35 @@ func (e *isolationError) Unwrap() error { return driver.ErrInvalidArgument }
 
 func (e *isolationError) Error() string {
 	return fmt.Sprintf("the pool's sessions default to %s isolation; Drover's statements need read committed: set it for the role or the database, or RuntimeParams[%q] = \"read committed\" in the pool's config", e.level, isolationParam)
+}
+
+// runtimeParam looks a startup parameter up by name, as PostgreSQL does, without
+// regard to case.
+func runtimeParam(params map[string]string, name string) (string, bool) {
+	for k, v := range params {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// isISODateStyle reports whether a DateStyle setting ("ISO, MDY") writes
+// timestamps in the ISO style, the one pgx reads from text.
+func isISODateStyle(style string) bool {
+	first, _, _ := strings.Cut(style, ",")
+	return strings.EqualFold(strings.TrimSpace(first), "ISO")
+}
+
+// dateStyleError is NewFromPool's refusal of a pool whose sessions write
+// timestamps in another style than ISO; errors.Is(err,
+// driver.ErrInvalidArgument) holds for it.
+type dateStyleError struct{ style string }
+
+func (e *dateStyleError) Unwrap() error { return driver.ErrInvalidArgument }
+
+func (e *dateStyleError) Error() string {
+	return fmt.Sprintf("the pool's sessions write timestamps in the %s DateStyle; Drover reads them in the ISO style: set DateStyle to ISO for the role or the database, or RuntimeParams[\"DateStyle\"] = \"ISO\" in the pool's config", e.style)
 }
 
 // Pool returns the connection pool, for callers that begin their own transactions.

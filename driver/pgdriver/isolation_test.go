@@ -163,6 +163,14 @@ func TestReadCommittedOverADatabaseDefault(t *testing.T) {
 // query string.
 func repeatableReadDatabase(t *testing.T) string {
 	t.Helper()
+	return databaseWith(t, "default_transaction_isolation", "repeatable read", "transaction_isolation")
+}
+
+// databaseWith creates a database whose sessions default to value for setting
+// (ALTER DATABASE … SET), dropped at the end of t, checks that a plain session
+// shows it as shown, and returns its URL, which has a query string.
+func databaseWith(t *testing.T, setting, value, shown string) string {
+	t.Helper()
 	ctx := context.Background()
 	base := testdb.PostgresURL(t)
 	admin, err := pgx.Connect(ctx, base)
@@ -172,7 +180,7 @@ func repeatableReadDatabase(t *testing.T) string {
 	defer admin.Close(ctx)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	name := "drover_rr_" + hex.EncodeToString(b)
+	name := "drover_set_" + hex.EncodeToString(b)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +192,7 @@ func repeatableReadDatabase(t *testing.T) string {
 		defer c.Close(context.Background())
 		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET default_transaction_isolation = 'repeatable read'"); err != nil {
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET "+setting+" = '"+value+"'"); err != nil {
 		t.Fatal(err)
 	}
 	u, err := url.Parse(base)
@@ -201,11 +209,11 @@ func repeatableReadDatabase(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var iso string
-	err = c.QueryRow(ctx, "SHOW transaction_isolation").Scan(&iso)
+	var got string
+	err = c.QueryRow(ctx, "SHOW "+shown).Scan(&got)
 	c.Close(ctx)
-	if err != nil || iso != "repeatable read" {
-		t.Fatalf("a plain session on %s: transaction_isolation %q, %v; want repeatable read", name, iso, err)
+	if err != nil || got != value {
+		t.Fatalf("a plain session on %s: %s %q, %v; want %q", name, shown, got, err, value)
 	}
 
 	return u.String()
