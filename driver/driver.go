@@ -345,10 +345,14 @@ type ReapParams struct {
 	Now   *time.Time
 }
 
-// DeleteFinishedParams drives retention.
+// DeleteFinishedParams drives retention: the jobs finished before Before or,
+// when Before is zero, more than OlderThan ago by the database's clock (the one
+// that wrote finished_at; a retention age measured on a process's own clock
+// would delete early whenever that clock runs ahead).
 type DeleteFinishedParams struct {
-	Before time.Time
-	Limit  int
+	Before    time.Time
+	OlderThan time.Duration
+	Limit     int
 }
 
 // DLQRequeueParams requeues a failed job as a new one.

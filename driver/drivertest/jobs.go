@@ -192,11 +192,15 @@ func testDeleteFinished(h *harness) {
 	for _, k := range keep {
 		snaps = append(snaps, h.snap(k.ID))
 	}
-	before := h.tm(-time.Hour)
-	n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: before, Limit: 2})
-	if err != nil || n != 2 {
-		h.t.Errorf("JobDeleteFinished(limit 2) = %d, %v; want 2", n, err)
+	// By age, on the database's clock (t0 is about now): none is three hours old.
+	if n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{OlderThan: 3 * time.Hour, Limit: 100}); err != nil || n != 0 {
+		h.t.Errorf("JobDeleteFinished(older than 3h) = %d, %v; want 0", n, err)
 	}
+	n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{OlderThan: time.Hour, Limit: 2})
+	if err != nil || n != 2 {
+		h.t.Errorf("JobDeleteFinished(older than 1h, limit 2) = %d, %v; want 2", n, err)
+	}
+	before := h.tm(-time.Hour)
 	n, err = h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: before, Limit: 100})
 	if err != nil || n != 1 {
 		h.t.Errorf("JobDeleteFinished(the rest) = %d, %v; want 1", n, err)

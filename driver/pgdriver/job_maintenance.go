@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -56,7 +57,11 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 	var n int
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		var rows []int64
-		if err := tx.QueryRow(ctx, queries.Get("JobDeleteFinished"), p.Before, limit).Scan(&n, &rows); err != nil {
+		var before *time.Time
+		if !p.Before.IsZero() {
+			before = &p.Before
+		}
+		if err := tx.QueryRow(ctx, queries.Get("JobDeleteFinished"), before, limit, p.OlderThan.Microseconds()).Scan(&n, &rows); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, queries.Get("FinishedTidy"), rows)

@@ -11,7 +11,7 @@ import (
 )
 
 // JobDeleteFinished deletes up to Limit (default 1000) terminal jobs finished
-// before Before, with their events. Returns how many jobs were deleted.
+// before Before (or more than OlderThan ago), with their events. Returns how many jobs were deleted.
 func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -19,7 +19,11 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 	}
 	var n int
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		ids, err := selectIDs(ctx, tx, queries.Get("FinishedBefore"), sql.Named("before", micros(p.Before)), sql.Named("limit", limit))
+		before := p.Before
+		if before.IsZero() {
+			before = clock(nil).Add(-p.OlderThan) // the clock finished_at was written by
+		}
+		ids, err := selectIDs(ctx, tx, queries.Get("FinishedBefore"), sql.Named("before", micros(before)), sql.Named("limit", limit))
 		if err != nil {
 			return fmt.Errorf("delete finished jobs: %w", err)
 		}

@@ -248,9 +248,11 @@ func (e *Engine) repair(ctx context.Context, r driver.Repairer, after int64) int
 
 // retain deletes finished jobs older than the retention age, in batches.
 func (e *Engine) retain(ctx context.Context) {
-	before := time.Now().Add(-e.cfg.Retention)
 	for ctx.Err() == nil {
-		n, err := e.drv.JobDeleteFinished(ctx, driver.DeleteFinishedParams{Before: before, Limit: 1000})
+		// The age is measured by the database's clock, which wrote finished_at:
+		// an engine whose own clock ran a day ahead deleted a day early, and
+		// freed idempotency keys of jobs that had just finished.
+		n, err := e.drv.JobDeleteFinished(ctx, driver.DeleteFinishedParams{OlderThan: e.cfg.Retention, Limit: 1000})
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("retention failed", "err", err)

@@ -201,3 +201,70 @@ func TestReconcilerGoesOnWhileATransportHangs(t *testing.T) {
 		t.Errorf("%d database wake-ups in five passes, want one a pass", n)
 	}
 }
+
+// aheadClock is a driver reached from a host whose clock runs a day ahead of
+// the database's: a retention cutoff the engine computed on its own clock
+// arrives a day late. It signals each retention call after it returns.
+type aheadClock struct {
+	driver.Driver
+	called chan driver.DeleteFinishedParams
+}
+
+func (d *aheadClock) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedParams) (int, error) {
+	if !p.Before.IsZero() {
+		p.Before = p.Before.Add(25 * time.Hour)
+	}
+	n, err := d.Driver.JobDeleteFinished(ctx, p)
+	select {
+	case d.called <- p:
+	default:
+	}
+	return n, err
+}
+
+// Retention measures a job's age on the database's clock, which wrote its
+// finished_at. It used the engine's own clock: on a host a day ahead, a payment
+// job that had just succeeded was deleted, which freed its idempotency key, and
+// enqueueing it again created a second job (helper-35's F1).
+func TestRetentionAgeOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			drv := &aheadClock{Driver: testdb.Open(t, kind), called: make(chan driver.DeleteFinishedParams, 1)}
+			res, err := drv.JobInsertMany(ctx, []driver.InsertParams{{Kind: "pay", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, IdempotencyKey: "order-1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs, err := drv.JobClaim(ctx, driver.ClaimParams{ID: res[0].Job.ID, Owner: "w", LeaseDuration: time.Minute, Start: true})
+			if err != nil || len(jobs) != 1 {
+				t.Fatalf("claim: %v, %v", jobs, err)
+			}
+			j := jobs[0]
+			if _, err := drv.JobComplete(ctx, driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken}}); err != nil {
+				t.Fatal(err)
+			}
+
+			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 600 * time.Millisecond,
+				Retention: 24 * time.Hour, RetentionInterval: 20 * time.Millisecond})
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); e.Run(rctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			var p driver.DeleteFinishedParams
+			select {
+			case p = <-drv.called:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no retention pass within 10s")
+			}
+			if _, err := drv.JobGet(ctx, j.ID); err != nil {
+				t.Errorf("the job that just succeeded, after a retention pass of %+v: %v; want it kept", p, err)
+			}
+			again, err := drv.JobInsertMany(ctx, []driver.InsertParams{{Kind: "pay", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, IdempotencyKey: "order-1"}})
+			if err != nil || !again[0].Existing || again[0].Job.ID != j.ID {
+				t.Errorf("enqueue with the same idempotency key: %+v, %v; want job %d answered as existing", again, err, j.ID)
+			}
+		})
+	}
+}

@@ -613,11 +613,15 @@ rdy AS (
 SELECT * FROM ins;
 
 -- name: JobDeleteFinished
--- At most $2 terminal jobs finished before $1, found through the drover_finished
--- rows of that age, and their events. Answers the count and the rows read, which
--- FinishedTidy then deletes once their jobs are all gone.
-WITH src AS (
-    SELECT id, job_ids FROM drover_finished WHERE finished_at < $1
+-- At most $2 terminal jobs finished before $1 (NULL: more than $3 microseconds
+-- before now(), the clock finished_at was written by), found through the
+-- drover_finished rows of that age, and their events. Answers the count and the
+-- rows read, which FinishedTidy then deletes once their jobs are all gone.
+WITH cutoff AS MATERIALIZED (
+    SELECT coalesce($1::timestamptz, now() - $3::bigint * interval '1 microsecond') AS at
+),
+src AS (
+    SELECT id, job_ids FROM drover_finished WHERE finished_at < (SELECT at FROM cutoff)
     ORDER BY finished_at, id LIMIT $2
     FOR UPDATE SKIP LOCKED
 ),
@@ -628,7 +632,7 @@ d AS (
     DELETE FROM drover_jobs WHERE id = ANY (ARRAY(
         SELECT id FROM drover_jobs
         WHERE id = ANY (ARRAY(SELECT unnest(job_ids) FROM src))
-          AND status IN ('succeeded','failed','canceled','skipped') AND finished_at < $1
+          AND status IN ('succeeded','failed','canceled','skipped') AND finished_at < (SELECT at FROM cutoff)
         ORDER BY id LIMIT $2
         FOR UPDATE))
     RETURNING id
