@@ -36,16 +36,19 @@ type Engine struct {
 	leader atomic.Bool
 	reaped atomic.Int64
 	// trustUntil is when this process must stop acting as leader unless it extends
-	// its lease first (unix nanoseconds, local monotonic estimate); every loop checks
-	// it before each pass.
+	// its lease first, in nanoseconds since born on the monotonic clock (a wall
+	// clock stepped back would have kept a leader that could no longer renew
+	// acting that much longer); 0: not trusted. Every loop checks it before each
+	// pass.
 	trustUntil atomic.Int64
+	born       time.Time
 }
 
 // margin is held back from the lease: the leader stops acting this long before
 // the lease it last confirmed could expire and a successor could be elected.
 func (e *Engine) margin() time.Duration { return e.cfg.LeaderTTL / 10 }
 
-func (e *Engine) trusted() bool { return time.Now().UnixNano() < e.trustUntil.Load() }
+func (e *Engine) trusted() bool { return int64(time.Since(e.born)) < e.trustUntil.Load() }
 
 // New returns an engine; Run starts it.
 func New(drv driver.Driver, cfg Config) *Engine {
@@ -68,7 +71,7 @@ func New(drv driver.Driver, cfg Config) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{drv: drv, cfg: cfg, log: log.With("engine", cfg.ID)}
+	return &Engine{drv: drv, cfg: cfg, log: log.With("engine", cfg.ID), born: time.Now()}
 }
 
 // IsLeader reports whether this process leads right now.
@@ -125,7 +128,7 @@ func (e *Engine) Run(ctx context.Context) {
 		case lead:
 			// Measured from before we asked, so the local estimate never outlives
 			// the lease the database granted.
-			e.trustUntil.Store(asked.Add(e.cfg.LeaderTTL - e.margin()).UnixNano())
+			e.trustUntil.Store(int64(asked.Add(e.cfg.LeaderTTL - e.margin()).Sub(e.born)))
 			if loopsCancel == nil {
 				lctx, cancelLoops := context.WithCancel(ctx)
 				loopsCancel = cancelLoops
