@@ -27,6 +27,9 @@ type Task struct {
 	CreatedAt      time.Time       `json:"created_at"`
 	MaxAttempts    int             `json:"max_attempts"`
 	Executions     int             `json:"executions"`
+	// LeaseSeconds is the lease's length: from the claim, and from each
+	// heartbeat that renews it. A worker paces its heartbeats by it.
+	LeaseSeconds float64 `json:"lease_seconds"`
 }
 
 func taskOf(j *drover.Job) Task {
@@ -58,6 +61,7 @@ type claimRequest struct {
 // wake-up of the requested queues and at least once a second (wake-ups are only
 // hints; a job whose run_at arrives sends none).
 func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
+	arrived := time.Now()
 	var req claimRequest
 	if err := decode(r, &req); err != nil {
 		return err
@@ -138,6 +142,11 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		if ctx.Err() != nil {
 			return noTasks() // claim nothing the worker may not receive
 		}
+		// How long after the request arrived this claim began, on this
+		// server's clock: the worker adds it to when it sent the request for
+		// the earliest its lease may have begun, where the answer's arrival
+		// could be any time later (see claimAnswer).
+		after := time.Since(arrived)
 		tasks, err := s.claimAndStart(r, p)
 		if err != nil {
 			return err
@@ -155,7 +164,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			// may have read them before its connection went, and a job given
 			// back could then run twice at once. A worker that left between
 			// the write and its read leaves them to the lease's expiry.
-			writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
+			writeJSON(w, http.StatusOK, claimAnswer{Tasks: tasks, ClaimedAfterSeconds: after.Seconds()})
 			return nil
 		}
 		t := time.NewTimer(min(remaining, time.Second))
@@ -168,6 +177,17 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		}
 		t.Stop()
 	}
+}
+
+// claimAnswer is task-claim's answer. ClaimedAfterSeconds is how long after
+// the request arrived the claim that took Tasks began (a long poll's wait),
+// measured on the server: a worker that adds it to when it sent the request
+// has the earliest the tasks' leases may have begun, whenever the answer
+// reaches it. (When the answer arrived is no such bound: an answer held up
+// on its way made a lease that had expired look fresh.)
+type claimAnswer struct {
+	Tasks               []Task  `json:"tasks"`
+	ClaimedAfterSeconds float64 `json:"claimed_after_seconds"`
 }
 
 func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) ([]Task, error) {
@@ -185,7 +205,9 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) ([]Task, e
 	tasks := make([]Task, 0, len(jobs))
 	for _, j := range jobs {
 		s.metrics.claimed(j.Queue)
-		tasks = append(tasks, taskOf(j))
+		t := taskOf(j)
+		t.LeaseSeconds = s.cfg.LeaseDuration.Seconds()
+		tasks = append(tasks, t)
 	}
 	return tasks, nil
 }
