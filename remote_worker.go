@@ -68,8 +68,10 @@ func (e *RemoteError) Unwrap() error {
 // panics, timeouts, operator cancels and Stop behave as with NewWorker, except:
 //   - the server decides retries and their backoff: WorkerConfig.Backoff and
 //     WithBackoff are not used;
-//   - the server sets the lease: keep WorkerConfig.LeaseDuration equal to it
-//     (both default to 30s), since heartbeats and report retries are paced by it;
+//   - the server sets the lease: the worker paces heartbeats and report retries
+//     by the lease_seconds of its claims' answers, and gives up on a handler
+//     at most half that lease after its context ended; WorkerConfig's
+//     LeaseDuration only bounds how long a lost claim is resent;
 //   - a claim hands out running jobs, so Stop has none to give back: a job
 //     received while stopping runs like any other.
 func NewRemoteWorker(cfg RemoteConfig, wcfg *WorkerConfig) (*Worker, error) {

@@ -447,10 +447,38 @@ func TestRemoteWorkerOperatorCancel(t *testing.T) {
 
 func TestRemoteWorkerStaleCompletionRejected(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
-		// A short lease on the server; the worker, told otherwise, never heartbeats
-		// in time, so the lease really expires while the handler runs.
+		// A short lease on the server, and heartbeats that never reach it: a
+		// broken proxy answers them as if it had renewed the lease. The lease
+		// really expires while the handler runs, and the worker believes it
+		// holds it.
 		ts := startServer(t, kind, server.Config{LeaseDuration: 300 * time.Millisecond})
-		c, url := ts.c, ts.url
+		c := ts.c
+		lying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/internal/heartbeat" {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = fmt.Fprintf(w, `{"lease_expires_at":%q,"cancel_requested":false}`, time.Now().Add(300*time.Millisecond).UTC().Format(time.RFC3339Nano))
+				return
+			}
+			proxy, err := http.NewRequestWithContext(r.Context(), r.Method, ts.url+r.URL.RequestURI(), r.Body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			proxy.Header = r.Header.Clone()
+			resp, err := http.DefaultTransport.RoundTrip(proxy)
+			if err != nil {
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		}))
+		t.Cleanup(lying.Close)
+		url := lying.URL
 		ws := drover.NewWorkers()
 		var calls atomic.Int32
 		started := make(chan struct{})
@@ -465,7 +493,6 @@ func TestRemoteWorkerStaleCompletionRejected(t *testing.T) {
 		})
 		var logs logBuffer
 		cfg := fastWorkerConfig(ws)
-		cfg.LeaseDuration, cfg.HeartbeatInterval = 30*time.Second, 20*time.Second
 		cfg.Queues = map[string]int{drover.DefaultQueue: 1} // the busy slot keeps it from reclaiming
 		cfg.Logger = logs.logger()
 		w := startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)

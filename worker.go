@@ -27,7 +27,7 @@ type WorkerConfig struct {
 	ClaimBatch        int            // most jobs one claim takes, bounded by free slots [the queue's concurrency, at most 100]
 	ClaimCooldown     time.Duration  // under a backlog, how long to wait for half a batch of slots to free before claiming fewer [5ms]; negative: never wait
 	DefaultTimeout    time.Duration  // for jobs and kinds that set none; negative: none [1m]
-	TimeoutGrace      time.Duration  // how long a handler may take to return after its context ends before it is abandoned (its attempt reported, its slot kept until it returns) [10s]
+	TimeoutGrace      time.Duration  // how long a handler may take to return after its context ends before it is abandoned (its attempt reported, its slot kept until it returns); at most half the lease, whatever is set here (see Worker.grace) [10s]
 	Backoff           Backoff        // retry delay unless the kind overrides it [DefaultBackoff]; a remote worker's server decides instead
 	CompletionBatch   int            // most completions written in one transaction; 1: no batching [100]; local workers only
 	// Wakeups, when set, is a wake-up transport (e.g. wakeup.NewNATS) whose pointers
@@ -334,18 +334,16 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 			want := min(free, w.cfg.ClaimBatch)
 			asked := time.Now()
 			pointers := wake.take()
-			jobs, from, err := w.be.claim(ctx, queue, want)
-			// When the jobs' leases began: no earlier than the claim was sent.
-			// A long-polling server claims when work arrives, which may be
-			// long after the request went out: for it, when the answer came
-			// (later than the server's claim by the answer's way back), unless
-			// the backend knows an earlier bound (a claim it had to resend).
-			leaseFrom := asked
-			switch {
-			case !from.IsZero():
-				leaseFrom = from
-			case w.be.longPoll():
-				leaseFrom = time.Now()
+			jobs, cl, err := w.be.claim(ctx, queue, want)
+			// When the jobs' leases began: no earlier than the claim was sent,
+			// unless the backend knows a later bound (a long poll's wait) or an
+			// earlier one (a claim it had to resend).
+			leaseFrom, lease := asked, w.cfg.LeaseDuration
+			if !cl.from.IsZero() {
+				leaseFrom = cl.from
+			}
+			if cl.length > 0 {
+				lease = cl.length
 			}
 			if obs := w.cfg.Observer; obs != nil && len(jobs) > 0 {
 				obs.Claimed(queue, len(jobs))
@@ -376,7 +374,7 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 						signal()
 						w.jobs.Done()
 					}()
-					w.execute(j, release, leaseFrom)
+					w.execute(j, release, leaseFrom, lease)
 				}()
 			}
 			backlog = err == nil && len(jobs) == want

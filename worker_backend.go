@@ -24,9 +24,8 @@ type backend interface {
 	stop()
 	// claim returns up to limit jobs of queue, already running under a lease held
 	// by this worker. A long-polling backend may hold the call until work is ready
-	// or ctx ends. leaseFrom is the earliest the jobs' lease may have begun, if
-	// the backend knows better than the worker (see produce); zero otherwise.
-	claim(ctx context.Context, queue string, limit int) (jobs []*Job, leaseFrom time.Time, err error)
+	// or ctx ends, and must then say when the lease may have begun.
+	claim(ctx context.Context, queue string, limit int) (jobs []*Job, lease claimLease, err error)
 	// heartbeat extends the lease and reports whether an operator canceled the job.
 	heartbeat(ctx context.Context, f driver.FenceParams) (cancelRequested bool, err error)
 	// complete stores a successful result. Like fail and snooze, it gives up by
@@ -45,6 +44,16 @@ type backend interface {
 	// longPoll reports whether claim itself waits for work, so an empty claim
 	// can be followed by the next one without a poll tick.
 	longPoll() bool
+}
+
+// claimLease is what a backend knows of the lease its claim took.
+type claimLease struct {
+	// from is the earliest the lease may have begun; zero: when the claim was
+	// sent (see produce).
+	from time.Time
+	// length is how long the lease lasts from then, and what each heartbeat
+	// renews it for; zero: WorkerConfig.LeaseDuration.
+	length time.Duration
 }
 
 // failure is a failed execution as reported to a backend.

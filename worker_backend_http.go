@@ -53,6 +53,7 @@ type remoteTask struct {
 	CreatedAt      time.Time       `json:"created_at"`
 	MaxAttempts    int             `json:"max_attempts"`
 	Executions     int             `json:"executions"`
+	LeaseSeconds   float64         `json:"lease_seconds"`
 }
 
 func (t *remoteTask) job(owner string) *Job {
@@ -74,7 +75,7 @@ func (t *remoteTask) job(owner string) *Job {
 // server) is sent when no answer comes back.
 const claimTries = 3
 
-func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, time.Time, error) {
+func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, claimLease, error) {
 	req := struct {
 		WorkerID    string   `json:"worker_id"`
 		Queues      []string `json:"queues"`
@@ -90,7 +91,8 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	ctx, cancel := context.WithTimeout(ctx, b.wait+b.w.cfg.LeaseDuration)
 	defer cancel()
 	var resp struct {
-		Tasks []remoteTask `json:"tasks"`
+		Tasks               []remoteTask `json:"tasks"`
+		ClaimedAfterSeconds *float64     `json:"claimed_after_seconds"`
 	}
 	// A claim whose answer did not arrive (the connection broke, perhaps after
 	// the server claimed; the server restarting) is sent again with the same
@@ -121,13 +123,13 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 			resend = resend && !errors.As(err, &re) && try < claimTries
 		}
 		if !resend {
-			return nil, time.Time{}, err
+			return nil, claimLease{}, err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, time.Time{}, err
+			return nil, claimLease{}, err
 		case <-t.C:
 		}
 		wait = min(2*wait, time.Second)
@@ -137,13 +139,26 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		jobs[i] = resp.Tasks[i].job(b.w.cfg.ID)
 	}
 	b.w.stats.Claimed.Add(int64(len(jobs)))
-	var leaseFrom time.Time
-	if try > 1 {
-		// Answered to a resend: the first sending may have claimed them, so
-		// their lease may run from then (see produce).
-		leaseFrom = first
+	// The lease began no earlier than the request was sent plus the time the
+	// server says it held the request before claiming (a long poll's wait,
+	// measured on the server's own clock, so no two clocks are compared).
+	// Not when the answer arrived: an answer delayed on its way (a proxy, a
+	// paused process) then looked like a fresh lease, and the job ran on
+	// after another worker had claimed it. Answered to a resend, the first
+	// sending may have claimed them: their lease may run from then. A server
+	// that does not say (older than the field) gets the safe bound, the
+	// sending.
+	lease := claimLease{from: first}
+	if try == 1 && resp.ClaimedAfterSeconds != nil && *resp.ClaimedAfterSeconds > 0 {
+		lease.from = first.Add(time.Duration(*resp.ClaimedAfterSeconds * float64(time.Second)))
 	}
-	return jobs, leaseFrom, nil
+	// The server sets the lease; the worker's own LeaseDuration is only a
+	// default. Paced by a longer one, heartbeats came too late and the job ran
+	// twice at once (a server at 3s, a worker at the default 30s).
+	if len(resp.Tasks) > 0 && resp.Tasks[0].LeaseSeconds > 0 {
+		lease.length = time.Duration(resp.Tasks[0].LeaseSeconds * float64(time.Second))
+	}
+	return jobs, lease, nil
 }
 
 // fenceBody is the fence every call about one task carries.

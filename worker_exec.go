@@ -29,12 +29,29 @@ type outcome struct {
 // execute runs one started job to a reported end. It calls release once the
 // handler has returned, before the outcome is written; for a handler abandoned
 // after TimeoutGrace, only when it does return (see run).
-// leaseFrom is when the job's lease began, as near as the worker can tell (see
-// produce): the time the claim was sent, or a long poll's answer arrived.
-func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
+// leaseFrom is when the job's lease began, as near as the worker can tell
+// without overestimating it (see produce), and lease its length: the one the
+// server set for a remote worker, else LeaseDuration.
+func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease time.Duration) {
 	began := time.Now()
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
 	log := jobLog{w.log, job}
+	if _, margin := w.heartbeatTiming(lease); !began.Before(leaseFrom.Add(lease - margin)) {
+		// The answer came too late (held up on its way, or this process was
+		// paused): the lease may have run out, and the job be another
+		// worker's. Its handler is not started. It is given back without
+		// using an execution (a snooze of zero), which the fence refuses if
+		// the job was taken back already.
+		release()
+		err := w.be.snooze(began.Add(lease), fence, 0)
+		if err != nil {
+			w.stats.LeaseLost.Add(1)
+			w.observeLeaseLost(job)
+		}
+		log.Warn("not run: its lease may have expired before its claim's answer arrived", "lease", lease,
+			"since_lease_began", began.Sub(leaseFrom).Round(time.Millisecond), "given_back", err == nil, "err", err)
+		return
+	}
 	h := w.cfg.Workers.get(job.Kind)
 	timeout := job.Timeout
 	if timeout == 0 && h != nil {
@@ -51,8 +68,8 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
 		defer cancelT()
 	}
 
-	hb := w.startHeartbeat(fence, cancel, leaseFrom)
-	o := w.run(ctx, h, job, release)
+	hb := w.startHeartbeat(fence, cancel, leaseFrom, lease)
+	o := w.run(ctx, h, job, release, w.grace(lease))
 	hb.stop()
 
 	cause := context.Cause(ctx)
@@ -72,7 +89,28 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time) {
 	case o.err != nil && errors.Is(cause, errHandlerTimeout):
 		o.err = fmt.Errorf("%v: %w", cause, o.err)
 	}
-	w.report(log, job, h, fence, o, began)
+	w.report(log, job, h, fence, o, began, lease)
+}
+
+// heartbeatTiming is the heartbeat interval and the give-up margin (see
+// heartbeat) for a lease of length lease: HeartbeatInterval for the worker's
+// own LeaseDuration; for a server's lease of another length, a third of it if
+// that is shorter.
+func (w *Worker) heartbeatTiming(lease time.Duration) (interval, margin time.Duration) {
+	interval = w.cfg.HeartbeatInterval
+	if lease != w.cfg.LeaseDuration {
+		interval = min(interval, lease/3)
+	}
+	return interval, min(interval, lease-interval) / 2
+}
+
+// grace is how long a handler may take to return after its context ended: at
+// most half of its lease, since a timed-out job's lease is renewed no further
+// than its timeout plus one lease (the heartbeat caps it), and the worker must
+// give up on the handler and report before then, or the job could be reaped
+// and run again while this worker still counted it as running.
+func (w *Worker) grace(lease time.Duration) time.Duration {
+	return min(w.cfg.TimeoutGrace, lease/2)
 }
 
 // timeoutError is the cause of a handler's timeout: errHandlerTimeout, formatted
@@ -111,7 +149,7 @@ func (j jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, arg
 // queue's concurrency bounds the handlers really running: a handler that
 // ignores its context still holds whatever it was using, and on a queue whose
 // every slot is taken this worker cannot start the job's retry beside it.
-func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func()) outcome {
+func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func(), graceFor time.Duration) outcome {
 	if h == nil {
 		release()
 		return outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, job.Kind)}
@@ -140,7 +178,7 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 		return call.received(o)
 	case <-ctx.Done():
 	}
-	grace := time.NewTimer(w.cfg.TimeoutGrace)
+	grace := time.NewTimer(graceFor)
 	defer grace.Stop()
 	select {
 	case o := <-call.ch:
@@ -153,9 +191,9 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 		// The cause is execute's to add (it does for a timeout or a shutdown).
 		w.stats.Abandoned.Add(1)
 		w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
-			"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "grace", w.cfg.TimeoutGrace, "cause", context.Cause(ctx))
+			"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "grace", graceFor, "cause", context.Cause(ctx))
 		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; abandoned (its slot stays taken until it returns)",
-			w.cfg.TimeoutGrace)}
+			graceFor)}
 	}
 }
 
@@ -213,11 +251,12 @@ type heartbeater struct {
 }
 
 // startHeartbeat arms the job's heartbeat loop (see heartbeat); stop ends it.
-func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, leaseFrom time.Time) *heartbeater {
+func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, leaseFrom time.Time, lease time.Duration) *heartbeater {
 	hb := &heartbeater{}
+	interval, _ := w.heartbeatTiming(lease)
 	// The first heartbeat is due one interval into the lease, which runs from
 	// the claim's sending, not from the handler's start.
-	hb.timer = time.AfterFunc(time.Until(leaseFrom.Add(w.cfg.HeartbeatInterval)), func() {
+	hb.timer = time.AfterFunc(time.Until(leaseFrom.Add(interval)), func() {
 		hb.mu.Lock()
 		if hb.stopped {
 			hb.mu.Unlock()
@@ -226,7 +265,7 @@ func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelC
 		hb.quit, hb.done = make(chan struct{}), make(chan struct{})
 		hb.mu.Unlock()
 		defer close(hb.done)
-		w.heartbeat(fence, cancel, hb.quit, leaseFrom)
+		w.heartbeat(fence, cancel, hb.quit, leaseFrom, lease)
 	})
 	return hb
 }
@@ -254,14 +293,14 @@ func (hb *heartbeater) stop() {
 // half the time between the next heartbeat and the lease's end if that is
 // shorter (an interval close to the lease), so that a heartbeat is always sent
 // before the worker gives up.
-func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}, leaseFrom time.Time) {
-	margin := min(w.cfg.HeartbeatInterval, w.cfg.LeaseDuration-w.cfg.HeartbeatInterval) / 2
-	giveUp := leaseFrom.Add(w.cfg.LeaseDuration - margin)
+func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
+	interval, margin := w.heartbeatTiming(lease)
+	giveUp := leaseFrom.Add(lease - margin)
 	lost := func() {
 		cancel(fmt.Errorf("%w: no heartbeat succeeded in the %s since the lease was last renewed; it may expire within %s",
-			errLeaseLost, time.Since(giveUp.Add(margin-w.cfg.LeaseDuration)).Round(time.Millisecond), margin))
+			errLeaseLost, time.Since(giveUp.Add(margin-lease)).Round(time.Millisecond), margin))
 	}
-	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	deadline := time.NewTimer(time.Until(giveUp))
 	defer deadline.Stop()
@@ -281,7 +320,7 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 			lost()
 			return
 		}
-		callEnd := sent.Add(w.cfg.HeartbeatInterval)
+		callEnd := sent.Add(interval)
 		if giveUp.Before(callEnd) {
 			callEnd = giveUp
 		}
@@ -294,7 +333,7 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 			return
 		case err == nil:
 			// The lease now runs from no earlier than the request's sending.
-			giveUp = sent.Add(w.cfg.LeaseDuration - margin)
+			giveUp = sent.Add(lease - margin)
 			deadline.Reset(time.Until(giveUp))
 		case errors.Is(err, driver.ErrLeaseLost), errors.Is(err, driver.ErrNotFound):
 			cancel(fmt.Errorf("%w: %v", errLeaseLost, err))
@@ -318,8 +357,8 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 // A success, the common case, allocates little: what a failure needs is worked
 // out in classify, and the log line's arguments are built only when it is
 // written.
-func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.FenceParams, o outcome, began time.Time) {
-	deadline := time.Now().Add(w.cfg.LeaseDuration)
+func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.FenceParams, o outcome, began time.Time, lease time.Duration) {
+	deadline := time.Now().Add(lease)
 	var result json.RawMessage
 	if o.err == nil {
 		result = jsonNull

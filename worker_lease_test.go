@@ -337,3 +337,48 @@ func TestAbandonedHandlerKeepsItsSlot(t *testing.T) {
 		}
 	})
 }
+
+// A timed-out job's lease is renewed no further than its timeout plus one
+// lease, so the worker gives up on a handler that has not returned within
+// half a lease of its timeout (the default TimeoutGrace is at most that) and
+// reports, before the reaper can take the job back. With a 2s lease and the
+// grace at its old default of 10s, a handler that took 2.5s to wind down was
+// still this worker's running job when the reaper handed its job to the next
+// attempt (helper-35's F4).
+func TestTimedOutHandlerIsGivenUpBeforeItsLeaseEnds(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		runEngine(t, c)
+		ws := drover.NewWorkers()
+		var w *drover.Worker
+		type start struct {
+			attempt   int
+			abandoned int64 // handlers this worker had given up on then
+		}
+		starts := make(chan start, 8)
+		var first atomic.Bool
+		drover.Register(ws, "slow-stop", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			starts <- start{job.Attempt, w.Stats().Abandoned.Load()}
+			if first.CompareAndSwap(false, true) {
+				<-ctx.Done()
+				time.Sleep(2500 * time.Millisecond) // honours its context, but winds down slowly
+				return nil, ctx.Err()
+			}
+			return "done", nil
+		}, noBackoff)
+		cfg := fastWorkerConfig(ws)
+		cfg.TimeoutGrace = 10 * time.Second // the default; the 2s lease cuts it to 1s
+		w = startWorker(t, c, cfg)
+		id := enqueue(t, c, "slow-stop", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 300 * time.Millisecond}).ID
+		if s := waitChan(t, starts, "attempt 1 to start"); s.attempt != 1 {
+			t.Fatalf("first start at attempt %d", s.attempt)
+		}
+		if s := waitChan(t, starts, "attempt 2 to start"); s.abandoned != 1 {
+			t.Errorf("attempt %d started while attempt 1's handler was still this worker's running job (%d abandoned)", s.attempt, s.abandoned)
+		}
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "abandoned") {
+			t.Errorf("%s, want succeeded after attempt 1 was abandoned", describe(j))
+		}
+	})
+}

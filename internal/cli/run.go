@@ -38,7 +38,7 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&n.queues, "queues", envOr("DROVER_QUEUES", drover.DefaultQueue), "queues to work, comma-separated (env DROVER_QUEUES)")
 	f.IntVar(&n.concurrency, "concurrency", 10, "jobs run at once per queue")
-	f.DurationVar(&n.lease, "lease", 30*time.Second, "lease duration: how long a job stays ours without a heartbeat")
+	f.DurationVar(&n.lease, "lease", 30*time.Second, "lease duration: how long a job stays ours without a heartbeat (a worker with --server uses the server's lease)")
 	f.DurationVar(&n.poll, "poll-interval", time.Second, "fallback polling period when no wake-up arrives")
 	f.DurationVar(&n.leaderTTL, "leader-ttl", 15*time.Second, "engine leadership lease")
 	f.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for running jobs")

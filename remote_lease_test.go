@@ -1,0 +1,113 @@
+package drover_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/server"
+)
+
+// runEngine runs an engine with a fast reaper on c's database until the test ends.
+func runEngine(t *testing.T, c *drover.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e := drover.NewEngine(c, &drover.EngineConfig{LeaderTTL: time.Second, ReapInterval: 50 * time.Millisecond, Retention: -1})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// A remote worker paces its heartbeats by the server's lease, whatever its own
+// LeaseDuration says. With the server at 1s and the worker at its default 30s
+// (`drover server --lease 1s`, `drover worker --server` with no --lease), it
+// heartbeat every 10s: the reaper took the job back after a second, its
+// completion was refused, and the job ran again at attempt 2 (helper-33's
+// first finding; helper-35's F2). The answer carries lease_seconds.
+func TestRemoteWorkerTakesTheServersLease(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{LeaseDuration: time.Second})
+		runEngine(t, ts.c)
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "charge", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runs.Add(1)
+			select {
+			case <-time.After(2500 * time.Millisecond): // the charge's own work, past two leases
+				return "charged", nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		})
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 1},
+			&drover.WorkerConfig{Workers: ws, PollInterval: 50 * time.Millisecond, Queues: map[string]int{drover.DefaultQueue: 2}})
+		id := enqueue(t, ts.c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+		j := waitStatus(t, ts.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 1 || runs.Load() != 1 {
+			t.Errorf("%s after %d runs, want succeeded at attempt 1 after one run", describe(j), runs.Load())
+		}
+		if n := w.Stats().LeaseLost.Load(); n != 0 {
+			t.Errorf("Stats().LeaseLost = %d, want 0", n)
+		}
+	})
+}
+
+// A claim's answer held up on its way past the lease (a proxy, a paused
+// process) does not look like a fresh lease: the worker counts the lease from
+// when it sent the claim plus the server's claimed_after_seconds, not from
+// when the answer arrived. It does not start the handler, whose job the
+// reaper may already have handed to another worker, and gives the job back.
+// Before, it ran the handler as if it held a whole lease (helper-35's F3).
+func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		const lease = time.Second
+		s := server.New(c, server.Config{LeaseDuration: lease, Backoff: func(int) time.Duration { return 0 }})
+		var held atomic.Bool
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, r)
+			if r.URL.Path == "/internal/task-claim" && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && held.CompareAndSwap(false, true) {
+				time.Sleep(lease + lease/2) // the fault: the answer is late by more than the lease
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "charge", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runs.Add(1)
+			return "charged", nil
+		})
+		logs := &logBuffer{}
+		cfg := fastWorkerConfig(ws)
+		cfg.LeaseDuration = lease
+		cfg.HeartbeatInterval = 0
+		cfg.TimeoutGrace = 0
+		cfg.Logger = logs.logger()
+		id := enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, cfg)
+		waitFor(t, "the late answer's job to be skipped or run", func() bool {
+			return runs.Load() > 0 || strings.Contains(logs.String(), "not run")
+		})
+		if n := runs.Load(); n != 0 {
+			t.Fatalf("the handler ran %d times from an answer that came after its lease", n)
+		}
+		// Given back without using an execution: the worker claims it again
+		// and runs it, though max_attempts is 1.
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || runs.Load() != 1 {
+			t.Errorf("%s after %d runs, want succeeded after one run", describe(j), runs.Load())
+		}
+	})
+}
