@@ -47,7 +47,8 @@ type Driver struct {
 // "./drover.db" or a "file:" URI. It does not migrate; call MigrateUp.
 //
 // Every connection runs with journal_mode=WAL, synchronous=FULL (a committed job
-// survives power loss), foreign_keys=on and busy_timeout=10000, and write
+// survives power loss), foreign_keys=on and busy_timeout=10000, the writer with
+// journal_size_limit=64 MiB (the WAL's size after a checkpoint), and write
 // transactions begin IMMEDIATE so they hold the write lock from their first
 // statement instead of failing with SQLITE_BUSY when they upgrade.
 func Open(path string, opts Options) (*Driver, error) {
@@ -91,6 +92,9 @@ func Open(path string, opts Options) (*Driver, error) {
 	return d, nil
 }
 
+// walSizeLimit is the size the WAL is truncated to after a checkpoint.
+const walSizeLimit = 64 << 20
+
 // dsn adds the connection settings to path. Read connections are query_only so a
 // misrouted write fails loudly instead of contending with the writer.
 func dsn(path string, readOnly bool) (string, error) {
@@ -106,6 +110,11 @@ func dsn(path string, readOnly bool) (string, error) {
 	} else {
 		q.Set("_journal_mode", "WAL")
 		q.Set("_txlock", "immediate")
+		// The WAL grows while any reader (a backup, an operator's sqlite3
+		// shell) holds the checkpoint back, and kept its largest size for as
+		// long as the file stayed open: 116 MB after a 20 s read at 500
+		// jobs/s. Past a checkpoint, it is cut back to this.
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	}
 	params := q.Encode()
 	if strings.HasPrefix(path, "file:") {

@@ -103,6 +103,11 @@ func TestOpenMigrate(t *testing.T) {
 			}
 		}
 	}
+	// The writer, which checkpoints, cuts the WAL back after a checkpoint.
+	var limit int64
+	if err := d.write.QueryRowContext(ctx, "PRAGMA journal_size_limit").Scan(&limit); err != nil || limit != walSizeLimit {
+		t.Errorf("write pool: PRAGMA journal_size_limit = %d, %v; want %d", limit, err, walSizeLimit)
+	}
 	if _, err := d.read.ExecContext(ctx, "DELETE FROM drover_jobs"); err == nil {
 		t.Error("the read pool accepted a write; want query_only")
 	}
