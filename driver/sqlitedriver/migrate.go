@@ -33,7 +33,15 @@ const (
 // MigrateUp applies all pending migrations. It is safe to call concurrently from
 // several goroutines or processes on the same file: a lock row serialises them
 // and the later ones find nothing to do.
+//
+// A file already at this build's version is left alone without taking the
+// lock: every command and every process start migrates, and a lock row left by
+// a process killed while holding it (its lease is long, for slow migrations)
+// held up every start behind it for minutes, where nothing was to be done.
 func (d *Driver) MigrateUp(ctx context.Context) error {
+	if st, err := d.MigrateStatus(ctx); err == nil && !st.Dirty && st.Current > 0 && st.Current == st.Latest() {
+		return nil
+	}
 	release, err := d.migrateLock(ctx)
 	if err != nil {
 		return err

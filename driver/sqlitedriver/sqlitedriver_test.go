@@ -315,3 +315,30 @@ func TestInsertManyDuplicateKeysInBatch(t *testing.T) {
 		t.Fatalf("results = %+v %+v, want the first job twice, the second marked Existing", res[0], res[1])
 	}
 }
+
+// A file at this build's version is not migrated again, and so does not wait
+// for the migration lock: a process killed while it held the lock (every
+// command migrates) left a row that made every start behind it wait two
+// minutes and fail, for up to the lock's ten-minute lease (helper-34's F1b).
+func TestMigrateUpToDateIgnoresALeftLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := Open(filepath.Join(t.TempDir(), "drover.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The row a killed migrator leaves: held by someone else, far from expiry.
+	if _, err := d.write.ExecContext(ctx, "INSERT INTO drover_migrate_lock (name, holder, expires_at) VALUES ('migrate', 'killed', ?)",
+		time.Now().Add(10*time.Minute).UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := d.MigrateUp(short); err != nil {
+		t.Fatalf("MigrateUp of an up-to-date file with a left lock row: %v, want nil at once", err)
+	}
+}
