@@ -14,6 +14,15 @@ import (
 	"github.com/drover-dev/drover/server"
 )
 
+// writeRecorded sends the answer a handler wrote to rec.
+func writeRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
 // runEngine runs an engine with a fast reaper on c's database until the test ends.
 func runEngine(t *testing.T, c *drover.Client) {
 	t.Helper()
@@ -76,11 +85,7 @@ func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
 			if r.URL.Path == "/internal/task-claim" && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && held.CompareAndSwap(false, true) {
 				time.Sleep(lease + lease/2) // the fault: the answer is late by more than the lease
 			}
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.Code)
-			_, _ = w.Write(rec.Body.Bytes())
+			writeRecorded(w, rec)
 		}))
 		t.Cleanup(func() { hs.Close(); s.Close() })
 		ws := drover.NewWorkers()

@@ -785,11 +785,7 @@ func testLostClaimAnswer(t *testing.T, outage int) {
 				}
 				return
 			}
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(rec.Code)
-			_, _ = w.Write(rec.Body.Bytes())
+			writeRecorded(w, rec)
 		}))
 		t.Cleanup(func() { hs.Close(); s.Close() })
 
