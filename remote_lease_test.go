@@ -89,12 +89,18 @@ func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
 		}))
 		t.Cleanup(func() { hs.Close(); s.Close() })
 		ws := drover.NewWorkers()
-		var runs atomic.Int32
+		logs := &logBuffer{}
+		// runs counts the handler's runs; early, those before the worker had
+		// skipped the late answer (the job, given back, is then claimed and
+		// run again at once, which is right).
+		var runs, early atomic.Int32
 		drover.Register(ws, "charge", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
 			runs.Add(1)
+			if !strings.Contains(logs.String(), "not run") {
+				early.Add(1)
+			}
 			return "charged", nil
 		})
-		logs := &logBuffer{}
 		cfg := fastWorkerConfig(ws)
 		cfg.LeaseDuration = lease
 		cfg.HeartbeatInterval = 0
@@ -102,15 +108,12 @@ func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
 		cfg.Logger = logs.logger()
 		id := enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
 		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, cfg)
-		waitFor(t, "the late answer's job to be skipped or run", func() bool {
-			return runs.Load() > 0 || strings.Contains(logs.String(), "not run")
-		})
-		if n := runs.Load(); n != 0 {
-			t.Fatalf("the handler ran %d times from an answer that came after its lease", n)
-		}
 		// Given back without using an execution: the worker claims it again
 		// and runs it, though max_attempts is 1.
 		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if n := early.Load(); n != 0 {
+			t.Errorf("the handler ran %d times from an answer that came after its lease", n)
+		}
 		if j.Status != drover.StatusSucceeded || runs.Load() != 1 {
 			t.Errorf("%s after %d runs, want succeeded after one run", describe(j), runs.Load())
 		}
