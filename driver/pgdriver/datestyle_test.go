@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/driver/pgdriver"
 )
@@ -48,16 +46,7 @@ func TestDateStyleOtherThanISO(t *testing.T) {
 		t.Errorf("New with datestyle=German in the URL: %v, want a ValidationError on database_url naming ISO", err)
 	}
 
-	cfg, err := pgxpool.ParseConfig(sqlStyle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{}); !errors.Is(err, driver.ErrInvalidArgument) || !strings.Contains(err.Error(), "DateStyle") {
+	if _, err := pgdriver.NewFromPool(ctx, newPool(t, sqlStyle, nil), pgdriver.Options{}); !errors.Is(err, driver.ErrInvalidArgument) || !strings.Contains(err.Error(), "DateStyle") {
 		t.Errorf("NewFromPool on a pool of DateStyle SQL, DMY: %v, want an ErrInvalidArgument naming DateStyle", err)
 	}
 }

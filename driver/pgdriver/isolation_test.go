@@ -42,16 +42,7 @@ func TestIsolationOtherThanReadCommittedIsRefused(t *testing.T) {
 		t.Errorf("New with default_transaction_isolation=repeatable read: %v, want a ValidationError on database_url naming read committed", err)
 	}
 
-	cfg, err := pgxpool.ParseConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := newPool(t, base, map[string]string{"default_transaction_isolation": "serializable"})
 	if _, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{}); !errors.Is(err, driver.ErrInvalidArgument) || !strings.Contains(err.Error(), "read committed") {
 		t.Errorf("NewFromPool on a serializable pool: %v, want an ErrInvalidArgument naming read committed", err)
 	}
@@ -156,6 +147,25 @@ func TestReadCommittedOverADatabaseDefault(t *testing.T) {
 			}
 		}
 	})
+}
+
+// newPool opens a pool of the caller's own on url with these startup
+// parameters, closed at the end of t.
+func newPool(t *testing.T, url string, params map[string]string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // repeatableReadDatabase creates a database whose default isolation is
