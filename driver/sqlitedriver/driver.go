@@ -41,6 +41,8 @@ type Driver struct {
 	read   *sql.DB // WAL readers; the same pool as write for in-memory databases
 	logger *slog.Logger
 	wake   *broadcaster
+
+	purgeBatch int // JobDLQPurge's batch; 0: purgeBatch
 }
 
 // Open opens (creating if needed) the SQLite database at path, a file path such as

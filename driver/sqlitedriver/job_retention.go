@@ -92,18 +92,45 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 	return res.Job, nil
 }
 
-// JobDLQPurge deletes failed jobs (of Queue only, when set) with their events.
+// purgeBatch is how many failed jobs one transaction of JobDLQPurge deletes
+// (Driver.purgeBatch, when set, for tests).
+const purgeBatch = 1000
+
+// JobDLQPurge deletes failed jobs (of Queue only, when set) with their events,
+// in id order, purgeBatch a transaction, as retention does. SQLite has one
+// writer for the whole file: one transaction over 1.44M failed jobs held it for
+// 9 s, and every process's heartbeats and completions waited, until jobs
+// running elsewhere lost their leases. A job that fails while the purge runs
+// is purged too if its id is past the batch under way. On an error the count
+// is of the batches that committed.
 func (d *Driver) JobDLQPurge(ctx context.Context, p driver.DLQPurgeParams) (int, error) {
-	var n int
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		ids, err := selectIDs(ctx, tx, queries.Get("FailedJobs"), sql.Named("queue", p.Queue))
+	batch := purgeBatch
+	if d.purgeBatch > 0 {
+		batch = d.purgeBatch
+	}
+	total := 0
+	for after := int64(0); ; {
+		var ids []int64
+		n := 0
+		err := d.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			ids, err = selectIDs(ctx, tx, queries.Get("FailedJobs"), sql.Named("queue", p.Queue),
+				sql.Named("after", after), sql.Named("limit", batch))
+			if err != nil {
+				return fmt.Errorf("purge dead-letter queue: %w", err)
+			}
+			n, err = deleteJobs(ctx, tx, ids)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("purge dead-letter queue: %w", err)
+			return total, err
 		}
-		n, err = deleteJobs(ctx, tx, ids)
-		return err
-	})
-	return n, err
+		total += n
+		if len(ids) < batch {
+			return total, nil
+		}
+		after = ids[len(ids)-1]
+	}
 }
 
 func selectIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {

@@ -342,3 +342,52 @@ func TestMigrateUpToDateIgnoresALeftLock(t *testing.T) {
 		t.Fatalf("MigrateUp of an up-to-date file with a left lock row: %v, want nil at once", err)
 	}
 }
+
+// The DLQ purge deletes in batches, each its own transaction, so the one
+// writer is not held for the whole purge: one transaction over 1.44M failed
+// jobs held it for 9 s, and jobs running in other processes lost their leases
+// (helper-34). Batches of 2 over 5 failed jobs of a queue delete all 5 and
+// nothing else.
+func TestDLQPurgeInBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := openTest(t)
+	d.purgeBatch = 2
+	failed := func(queue string) int64 {
+		t.Helper()
+		p := params(queue)
+		p.MaxAttempts = 1
+		res, err := d.JobInsertMany(ctx, []driver.InsertParams{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := d.JobClaim(ctx, driver.ClaimParams{ID: res[0].Job.ID, Owner: "w", LeaseDuration: time.Minute, Start: true})
+		if err != nil || len(js) != 1 {
+			t.Fatalf("claim: %v, %v", js, err)
+		}
+		j := js[0]
+		if _, err := d.JobFail(ctx, driver.FailParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken}, Error: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	var purged []int64
+	for range 5 {
+		purged = append(purged, failed("q"))
+	}
+	other := failed("r")
+	if n, err := d.JobDLQPurge(ctx, driver.DLQPurgeParams{Queue: "q"}); err != nil || n != 5 {
+		t.Fatalf("JobDLQPurge(q) in batches of 2 = %d, %v; want 5", n, err)
+	}
+	for _, id := range purged {
+		if _, err := d.JobGet(ctx, id); !errors.Is(err, driver.ErrNotFound) {
+			t.Errorf("job %d after the purge: %v, want ErrNotFound", id, err)
+		}
+	}
+	if _, err := d.JobGet(ctx, other); err != nil {
+		t.Errorf("the other queue's failed job after the purge: %v, want it kept", err)
+	}
+	if n, err := d.JobDLQPurge(ctx, driver.DLQPurgeParams{}); err != nil || n != 1 {
+		t.Errorf("JobDLQPurge(all) = %d, %v; want 1", n, err)
+	}
+}

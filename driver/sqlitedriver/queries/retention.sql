@@ -9,9 +9,11 @@ ORDER BY finished_at, id
 LIMIT :limit;
 
 -- name: FailedJobs
+-- The next :limit failed jobs past id :after (drover_jobs_dlq_idx for a queue).
 SELECT id FROM drover_jobs
-WHERE status = 'failed' AND (:queue = '' OR queue = :queue)
-ORDER BY id;
+WHERE status = 'failed' AND (:queue = '' OR queue = :queue) AND id > :after
+ORDER BY id
+LIMIT :limit;
 
 -- name: EventsDelete
 DELETE FROM drover_job_events WHERE job_id IN (SELECT value FROM json_each(:ids));
