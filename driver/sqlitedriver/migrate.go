@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -62,12 +63,61 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	if err := (driver.MigrationStatus{Current: before, Available: versions}).CheckNotAhead(); err != nil {
 		return fmt.Errorf("migrate sqlite: %w", err)
 	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+	if err := d.up(ctx, m, src, versions); err != nil {
 		return fmt.Errorf("migrate sqlite: %w", err)
 	}
 	after, _, _ := m.Version()
 	if after != before {
 		d.logger.Info("sqlite schema migrated", "from", before, "to", after)
+	}
+	return nil
+}
+
+// up applies the migrations past the current version, each in one transaction
+// with the version row that records it. golang-migrate's Up marks the version
+// dirty, runs the migration and clears the mark in three transactions, so a
+// process killed between them (every command migrates) left a dirty schema
+// that every process then refused, with no way back but editing the file;
+// here a kill leaves the file at the version before or after. Down
+// migrations and the version table stay golang-migrate's.
+func (d *Driver) up(ctx context.Context, m *migrate.Migrate, src source.Driver, versions []uint) error {
+	current, dirty, err := m.Version()
+	switch {
+	case errors.Is(err, migrate.ErrNilVersion):
+		current = 0
+	case err != nil:
+		return err
+	case dirty:
+		return migrate.ErrDirty{Version: int(current)}
+	}
+	for _, v := range versions {
+		if v <= current {
+			continue
+		}
+		r, _, err := src.ReadUp(v)
+		if err != nil {
+			return fmt.Errorf("read migration %d: %w", v, err)
+		}
+		body, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("read migration %d: %w", v, err)
+		}
+		err = d.inTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %d: %w", v, err)
+			}
+			if _, err := tx.ExecContext(ctx, "DELETE FROM schema_migrations"); err != nil {
+				return fmt.Errorf("migration %d: record the version: %w", v, err)
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, dirty) VALUES (?, 0)", int64(v)); err != nil {
+				return fmt.Errorf("migration %d: record the version: %w", v, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -391,3 +391,54 @@ func TestDLQPurgeInBatches(t *testing.T) {
 		t.Errorf("JobDLQPurge(all) = %d, %v; want 1", n, err)
 	}
 }
+
+// A migration and the version row that records it commit together: a
+// migration that fails (or a process killed during one) leaves the file at the
+// version before it, clean, and the next MigrateUp applies it. golang-migrate's
+// Up marked the version dirty first, in a transaction of its own, and every
+// process then refused the file (helper-34's F1a).
+func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := Open(filepath.Join(t.TempDir(), "drover.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.MigrateStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := st.Latest()
+	m, src, err := d.migrator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Steps(-1)
+	src.Close()
+	if err != nil {
+		t.Fatalf("one step down: %v", err)
+	}
+	// An object of the name the last migration creates makes it fail.
+	if _, err := d.write.ExecContext(ctx, "CREATE TABLE drover_jobs_retry_of_idx (x)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MigrateUp(ctx); err == nil {
+		t.Fatal("MigrateUp over a conflicting object succeeded, want the migration's error")
+	}
+	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
+		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
+	}
+	if _, err := d.write.ExecContext(ctx, "DROP TABLE drover_jobs_retry_of_idx"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatalf("MigrateUp once the conflict is gone: %v", err)
+	}
+	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest {
+		t.Fatalf("after the retried migration: %+v, %v; want version %d, clean", st, err, latest)
+	}
+}
