@@ -9,10 +9,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/drover-dev/drover/driver"
@@ -38,23 +41,84 @@ func (d *Driver) migrator() (*migrate.Migrate, error) {
 	return migrate.NewWithInstance("iofs", src, "pgx5", dbDriver)
 }
 
-// MigrateUp implements driver.Driver. golang-migrate holds an advisory lock, so
-// concurrent callers apply each migration once.
+// MigrateUp implements driver.Driver. On one connection it holds the advisory
+// lock golang-migrate takes for this table (so concurrent callers, older
+// binaries among them, apply each migration once) and applies each migration
+// in one transaction with the version row that records it. golang-migrate's
+// Up marks the version dirty, runs the migration and clears the mark in three
+// transactions: a process killed between them left a dirty schema that every
+// later migration refused, with no command to clear it. The version table and
+// down migrations stay golang-migrate's.
 func (d *Driver) MigrateUp(ctx context.Context) error {
-	m, err := d.migrator()
+	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
-	defer m.Close()
-	v, _, err := m.Version()
-	if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
+	defer c.Release()
+	var dbName, schema string
+	if err := c.QueryRow(ctx, "SELECT current_database(), current_schema()").Scan(&dbName, &schema); err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
-	if err := (driver.MigrationStatus{Current: v, Available: availableVersions(migrationFS)}).CheckNotAhead(); err != nil {
+	lockID, err := database.GenerateAdvisoryLockId(dbName, schema, migrationsTable)
+	if err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+	if _, err := c.Exec(ctx, "SELECT pg_advisory_lock($1::bigint)", lockID); err != nil {
+		return fmt.Errorf("migrate up: take the migration lock: %w", err)
+	}
+	defer func() {
+		// The caller's ctx may be done; the lock must still be let go (or the
+		// connection closed, which lets it go too).
+		uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.Exec(uctx, "SELECT pg_advisory_unlock($1::bigint)", lockID); err != nil {
+			_ = c.Conn().Close(uctx)
+		}
+	}()
+	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
+	if _, err := c.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+table+" (version bigint not null primary key, dirty boolean not null)"); err != nil {
 		return fmt.Errorf("migrate up: %w", err)
+	}
+	var v int64
+	var dirty bool
+	switch err := c.QueryRow(ctx, "SELECT version, dirty FROM "+table+" LIMIT 1").Scan(&v, &dirty); {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("migrate up: %w", err)
+	case dirty:
+		return fmt.Errorf("migrate up: %w", migrate.ErrDirty{Version: int(v)})
+	}
+	available := availableVersions(migrationFS)
+	if err := (driver.MigrationStatus{Current: uint(max(v, 0)), Available: available}).CheckNotAhead(); err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	for _, next := range available {
+		if int64(next) <= v {
+			continue
+		}
+		files, _ := fs.Glob(migrationFS, fmt.Sprintf("migrations/%03d_*.up.sql", next))
+		if len(files) != 1 {
+			return fmt.Errorf("migrate up: %d files for migration %d", len(files), next)
+		}
+		body, err := migrationFS.ReadFile(files[0])
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %d: %w", next, err)
+			}
+			if _, err := tx.Exec(ctx, "TRUNCATE "+table); err != nil {
+				return fmt.Errorf("migration %d: record the version: %w", next, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, dirty) VALUES ($1, false)", int64(next)); err != nil {
+				return fmt.Errorf("migration %d: record the version: %w", next, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,51 @@
+package pgdriver_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// A migration and the version row that records it commit together: a
+// migration that fails (or a process killed during one) leaves the schema at
+// the version before it, clean, and the next MigrateUp applies it.
+// golang-migrate's Up marked the version dirty first, in a transaction of its
+// own, and every later migration refused the schema.
+func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	st, err := d.MigrateStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := st.Latest()
+	if err := d.MigrateTo(latest - 1); err != nil {
+		t.Fatal(err)
+	}
+	// An object of the name the last migration creates makes it fail.
+	if _, err := d.Pool().Exec(ctx, "CREATE TABLE drover_jobs_retry_of_idx (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MigrateUp(ctx); err == nil {
+		t.Fatal("MigrateUp over a conflicting object succeeded, want the migration's error")
+	}
+	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
+		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
+	}
+	if _, err := d.Pool().Exec(ctx, "DROP TABLE drover_jobs_retry_of_idx"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatalf("MigrateUp once the conflict is gone: %v", err)
+	}
+	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest {
+		t.Fatalf("after the retried migration: %+v, %v; want version %d, clean", st, err, latest)
+	}
+}
