@@ -119,3 +119,58 @@ func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
 		}
 	})
 }
+
+// A claim's answer that arrives late but within the lease's give-up point is
+// run, and its timeout counts from when its lease began, as the database's cap
+// on a timed-out job's lease (started_at + timeout + lease) does. Counted from
+// the answer's arrival, the handler's timeout and its grace (half a lease)
+// outlived the cap: the job was reaped and run again while this worker still
+// ran it, not yet abandoned (helper-36's F1).
+func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		const lease = 2 * time.Second
+		s := server.New(c, server.Config{LeaseDuration: lease, Backoff: func(int) time.Duration { return 0 }})
+		var held atomic.Bool
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, r)
+			if r.URL.Path == "/internal/task-claim" && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && held.CompareAndSwap(false, true) {
+				time.Sleep(1400 * time.Millisecond) // the fault: late, but before the give-up point (1.67s)
+			}
+			writeRecorded(w, rec)
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+		runEngine(t, c)
+		ws := drover.NewWorkers()
+		var w *drover.Worker
+		var firstRunning, first atomic.Bool
+		type start struct {
+			attempt      int
+			firstRunning bool
+			abandoned    int64
+		}
+		starts := make(chan start, 8)
+		drover.Register(ws, "charge", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			starts <- start{job.Attempt, firstRunning.Load(), w.Stats().Abandoned.Load()}
+			if first.CompareAndSwap(false, true) {
+				firstRunning.Store(true)
+				defer firstRunning.Store(false)
+				<-ctx.Done()
+				time.Sleep(900 * time.Millisecond) // winds down within its 1s grace
+				return nil, ctx.Err()
+			}
+			return "charged", nil
+		})
+		w = startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, &drover.WorkerConfig{
+			Workers: ws, LeaseDuration: lease, PollInterval: 50 * time.Millisecond, Queues: map[string]int{drover.DefaultQueue: 2},
+		})
+		enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 500 * time.Millisecond})
+		if s := waitChan(t, starts, "attempt 1 to start"); s.attempt != 1 {
+			t.Fatalf("first start at attempt %d", s.attempt)
+		}
+		if s := waitChan(t, starts, "attempt 2 to start"); s.firstRunning && s.abandoned == 0 {
+			t.Errorf("attempt %d started while attempt 1's handler still ran, not abandoned: two holders", s.attempt)
+		}
+	})
+}

@@ -63,8 +63,13 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 	ctx, cancel := context.WithCancelCause(w.jobsCtx)
 	defer cancel(nil)
 	if timeout > 0 {
+		// Counted from when the lease began, as the database counts the
+		// timeout that caps it (started_at + timeout + lease): counted from
+		// the answer's arrival, a late answer's handler and its grace
+		// outlived that cap, and the job was reaped and run again while this
+		// worker still ran it.
 		var cancelT context.CancelFunc
-		ctx, cancelT = context.WithTimeoutCause(ctx, timeout, timeoutError(timeout))
+		ctx, cancelT = context.WithDeadlineCause(ctx, leaseFrom.Add(timeout), timeoutError(timeout))
 		defer cancelT()
 	}
 
