@@ -106,7 +106,8 @@ type Driver interface {
 	// running attempt that stalled is recorded in the error history.
 	JobReapExpired(ctx context.Context, params ReapParams) ([]*Job, error)
 	// JobDeleteFinished deletes terminal jobs (and their events) finished before
-	// Before, at most Limit per call. Returns how many were deleted.
+	// the params' cutoff (see DeleteFinishedParams), at most Limit per call.
+	// Returns how many were deleted.
 	JobDeleteFinished(ctx context.Context, params DeleteFinishedParams) (int, error)
 	// JobDLQRequeue enqueues a new queued job copying the failed job ID's kind,
 	// args, queue, priority, max_attempts, timeout and metadata, with retry_of = ID.
@@ -348,11 +349,21 @@ type ReapParams struct {
 // DeleteFinishedParams drives retention: the jobs finished before Before or,
 // when Before is zero, more than OlderThan ago by the database's clock (the one
 // that wrote finished_at; a retention age measured on a process's own clock
-// would delete early whenever that clock runs ahead).
+// would delete early whenever that clock runs ahead). With neither (a zero
+// Before and an OlderThan not above zero) the call is refused: it would delete
+// every finished job, and free their idempotency keys.
 type DeleteFinishedParams struct {
 	Before    time.Time
 	OlderThan time.Duration
 	Limit     int
+}
+
+// Check refuses params that name no cutoff.
+func (p DeleteFinishedParams) Check() error {
+	if p.Before.IsZero() && p.OlderThan <= 0 {
+		return Invalid("older_than", "%s with no before: retention needs a positive age or a cutoff time", p.OlderThan)
+	}
+	return nil
 }
 
 // DLQRequeueParams requeues a failed job as a new one.

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -191,6 +192,12 @@ func testDeleteFinished(h *harness) {
 	var snaps []snapshot
 	for _, k := range keep {
 		snaps = append(snaps, h.snap(k.ID))
+	}
+	// No cutoff at all would be every finished job: refused.
+	for _, p := range []driver.DeleteFinishedParams{{Limit: 100}, {OlderThan: -time.Hour, Limit: 100}} {
+		if n, err := h.d.JobDeleteFinished(h.ctx, p); !errors.Is(err, driver.ErrInvalidArgument) || n != 0 {
+			h.t.Errorf("JobDeleteFinished(%+v) = %d, %v; want ErrInvalidArgument", p, n, err)
+		}
 	}
 	// By age, on the database's clock (t0 is about now): none is three hours old.
 	if n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{OlderThan: 3 * time.Hour, Limit: 100}); err != nil || n != 0 {

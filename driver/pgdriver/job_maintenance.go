@@ -50,6 +50,9 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 
 // JobDeleteFinished implements driver.Driver.
 func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedParams) (int, error) {
+	if err := p.Check(); err != nil {
+		return 0, err
+	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000

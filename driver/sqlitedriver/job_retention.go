@@ -13,6 +13,9 @@ import (
 // JobDeleteFinished deletes up to Limit (default 1000) terminal jobs finished
 // before Before (or more than OlderThan ago), with their events. Returns how many jobs were deleted.
 func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedParams) (int, error) {
+	if err := p.Check(); err != nil {
+		return 0, err
+	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000
