@@ -147,9 +147,14 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		// the earliest its lease may have begun, where the answer's arrival
 		// could be any time later (see claimAnswer).
 		after := time.Since(arrived)
-		tasks, err := s.claimAndStart(r, p)
+		tasks, replayed, err := s.claimAndStart(r, p)
 		if err != nil {
 			return err
+		}
+		if replayed {
+			// Taken by the first sending of this request_id, before this one
+			// arrived: no later bound to give.
+			after = 0
 		}
 		if len(tasks) > 0 && ctx.Err() != nil {
 			// The worker left while we claimed: it will never run these, so give
@@ -190,7 +195,9 @@ type claimAnswer struct {
 	ClaimedAfterSeconds float64 `json:"claimed_after_seconds"`
 }
 
-func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) ([]Task, error) {
+// claimAndStart claims and starts; replayed reports an answer to a repeated
+// request_id (tasks an earlier sending claimed).
+func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []Task, replayed bool, err error) {
 	p.Start = true // one statement: claimed and running, two events
 	// Not canceled by the worker's departure: a claim canceled mid-statement can
 	// still commit (the query was sent) while the call reports the cancel, and
@@ -200,16 +207,17 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) ([]Task, e
 	defer cancel()
 	jobs, err := s.drv.JobClaim(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	tasks := make([]Task, 0, len(jobs))
+	tasks = make([]Task, 0, len(jobs))
 	for _, j := range jobs {
+		replayed = replayed || j.Replayed
 		s.metrics.claimed(j.Queue)
 		t := taskOf(j)
 		t.LeaseSeconds = s.cfg.LeaseDuration.Seconds()
 		tasks = append(tasks, t)
 	}
-	return tasks, nil
+	return tasks, replayed, nil
 }
 
 // executions is how many times the task's job ran, counting this run, which is

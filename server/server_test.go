@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/internal/testdb"
@@ -135,5 +136,41 @@ func TestClaimCutShortAnswersNoTasks(t *testing.T) {
 	s.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"tasks":[]}` {
 		t.Errorf("claim with its context ended: %d %q, want 200 {\"tasks\":[]}", rec.Code, rec.Body.String())
+	}
+}
+
+// A claim repeated with its request_id answers the tasks its first sending
+// took, before this request arrived: claimed_after_seconds is 0, not the time
+// since this one arrived, which would let a worker count the lease from later
+// than it began (helper-36's F4). The first answer's value covers its wait.
+func TestReplayedClaimClaimedAfterIsZero(t *testing.T) {
+	s := newTestServer(t, Config{})
+	runAt := time.Now().Add(300 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k","run_at":"`+runAt+`"}`)); code != http.StatusCreated {
+		t.Fatalf("POST /jobs: %d %s", code, body)
+	}
+	claim := []byte(`{"worker_id":"w","queues":["default"],"wait_seconds":5,"request_id":"r1"}`)
+	type answer struct {
+		Tasks []struct {
+			TaskID       int64   `json:"task_id"`
+			LeaseSeconds float64 `json:"lease_seconds"`
+		} `json:"tasks"`
+		ClaimedAfterSeconds float64 `json:"claimed_after_seconds"`
+	}
+	var first, again answer
+	for _, a := range []*answer{&first, &again} {
+		code, _, body := call(t, s, "POST", "/internal/task-claim", "", claim)
+		if code != http.StatusOK {
+			t.Fatalf("task-claim: %d %s", code, body)
+		}
+		if err := json.Unmarshal(body, a); err != nil || len(a.Tasks) != 1 {
+			t.Fatalf("task-claim answer %s: %v, want one task", body, err)
+		}
+	}
+	if first.ClaimedAfterSeconds < 0.2 || first.Tasks[0].LeaseSeconds != 30 {
+		t.Errorf("first answer: claimed_after_seconds %v, lease_seconds %v; want at least the job's 0.3s wait, and 30", first.ClaimedAfterSeconds, first.Tasks[0].LeaseSeconds)
+	}
+	if again.Tasks[0].TaskID != first.Tasks[0].TaskID || again.ClaimedAfterSeconds != 0 {
+		t.Errorf("repeated claim: task %d, claimed_after_seconds %v; want task %d and 0", again.Tasks[0].TaskID, again.ClaimedAfterSeconds, first.Tasks[0].TaskID)
 	}
 }
