@@ -23,6 +23,12 @@ func TestDateStyleOtherThanISO(t *testing.T) {
 	sqlStyle := databaseWith(t, "DateStyle", "SQL, DMY", "DateStyle")
 
 	d := openURL(t, sqlStyle)
+	// Only the output style is asked for: the database's date order stays,
+	// for the caller's own SQL on the pool.
+	var style string
+	if err := d.Pool().QueryRow(ctx, "SHOW DateStyle").Scan(&style); err != nil || style != "ISO, DMY" {
+		t.Errorf("DateStyle of the driver's pool on a database of SQL, DMY = %q, %v; want ISO, DMY", style, err)
+	}
 	runAt := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
 	ins, err := d.JobInsertMany(ctx, []driver.InsertParams{
 		{Kind: "k", Queue: "a", Args: []byte(`{}`), MaxAttempts: 1, RunAt: &runAt},
@@ -44,6 +50,11 @@ func TestDateStyleOtherThanISO(t *testing.T) {
 	var ve *driver.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "database_url" || !strings.Contains(err.Error(), "ISO") {
 		t.Errorf("New with datestyle=German in the URL: %v, want a ValidationError on database_url naming ISO", err)
+	}
+	if d, err := pgdriver.New(ctx, sqlStyle+"&datestyle=DMY,%20ISO", pgdriver.Options{}); err != nil {
+		t.Errorf("New with datestyle=DMY, ISO in the URL: %v, want it taken", err)
+	} else {
+		_ = d.Close()
 	}
 
 	if _, err := pgdriver.NewFromPool(ctx, newPool(t, sqlStyle, nil), pgdriver.Options{}); !errors.Is(err, driver.ErrInvalidArgument) || !strings.Contains(err.Error(), "DateStyle") {

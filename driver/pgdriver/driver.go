@@ -76,12 +76,29 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 	// Timestamps come back as text from the statements run without a prepared
 	// description (QueryExecModeExec), and pgx reads only the ISO style: under
 	// another DateStyle a claim by id committed and then failed to read its
-	// answer, leaving its jobs leased to nobody. DateStyle is a parameter
-	// PgBouncer tracks for each client, so asking for it passes through.
-	if style, set := runtimeParam(cfg.ConnConfig.RuntimeParams, "datestyle"); set && !isISODateStyle(style) {
+	// answer, leaving its jobs leased to nobody. A connection whose session
+	// reports another style (a database or role default) sets ISO when it
+	// opens; one that reports ISO, as by PostgreSQL's default, costs nothing.
+	// Only the output style is set: the database's date order (DMY, say),
+	// which the caller's own SQL on the pool reads dates in, stays (a startup
+	// parameter of ISO alone reset it to MDY). PgBouncer tracks DateStyle for
+	// each client, so the SET follows the client.
+	if style, set := runtimeParam(cfg.ConnConfig.RuntimeParams, "datestyle"); set && namesOtherDateStyle(style) {
 		return nil, driver.Invalid("database_url", "datestyle=%q: Drover reads timestamps in the ISO style; leave datestyle out or set it to ISO", style)
 	} else if !set {
-		cfg.ConnConfig.RuntimeParams["DateStyle"] = "ISO, MDY"
+		prev := cfg.AfterConnect
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if prev != nil {
+				if err := prev(ctx, c); err != nil {
+					return err
+				}
+			}
+			if isISODateStyle(c.PgConn().ParameterStatus("DateStyle")) {
+				return nil
+			}
+			_, err := c.Exec(ctx, "SET DateStyle TO ISO")
+			return err
+		}
 	}
 	// Every statement is written for READ COMMITTED (see NewFromPool).
 	if iso, set := cfg.ConnConfig.RuntimeParams[isolationParam]; set && !isReadCommitted(iso) {
@@ -183,6 +200,18 @@ func runtimeParam(params map[string]string, name string) (string, bool) {
 func isISODateStyle(style string) bool {
 	first, _, _ := strings.Cut(style, ",")
 	return strings.EqualFold(strings.TrimSpace(first), "ISO")
+}
+
+// namesOtherDateStyle reports whether a DateStyle setting asks for an output
+// style other than ISO ("SQL, DMY"); a date order alone ("DMY") does not.
+func namesOtherDateStyle(style string) bool {
+	for _, f := range strings.FieldsFunc(style, func(r rune) bool { return r == ',' || r == ' ' }) {
+		switch strings.ToUpper(f) {
+		case "SQL", "POSTGRES", "GERMAN":
+			return true
+		}
+	}
+	return false
 }
 
 // dateStyleError is NewFromPool's refusal of a pool whose sessions write
