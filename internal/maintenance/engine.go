@@ -36,19 +36,25 @@ type Engine struct {
 	leader atomic.Bool
 	reaped atomic.Int64
 	// trustUntil is when this process must stop acting as leader unless it extends
-	// its lease first, in nanoseconds since born on the monotonic clock (a wall
-	// clock stepped back would have kept a leader that could no longer renew
-	// acting that much longer); 0: not trusted. Every loop checks it before each
-	// pass.
-	trustUntil atomic.Int64
-	born       time.Time
+	// its lease first, in nanoseconds since born on the monotonic clock, and
+	// trustUntilWall the same on the wall clock (unix nanoseconds); 0: not
+	// trusted. Both must hold: a wall clock stepped back would have kept a
+	// leader that could no longer renew acting that much longer, and the
+	// monotonic clock stands still while the host is suspended, past which the
+	// wall clock has moved on as the database's has. Every loop checks before
+	// each pass.
+	trustUntil     atomic.Int64
+	trustUntilWall atomic.Int64
+	born           time.Time
 }
 
 // margin is held back from the lease: the leader stops acting this long before
 // the lease it last confirmed could expire and a successor could be elected.
 func (e *Engine) margin() time.Duration { return e.cfg.LeaderTTL / 10 }
 
-func (e *Engine) trusted() bool { return int64(time.Since(e.born)) < e.trustUntil.Load() }
+func (e *Engine) trusted() bool {
+	return int64(time.Since(e.born)) < e.trustUntil.Load() && time.Now().UnixNano() < e.trustUntilWall.Load()
+}
 
 // New returns an engine; Run starts it.
 func New(drv driver.Driver, cfg Config) *Engine {
@@ -94,6 +100,7 @@ func (e *Engine) Run(ctx context.Context) {
 	)
 	stopLoops := func() {
 		e.trustUntil.Store(0)
+		e.trustUntilWall.Store(0)
 		if loopsCancel != nil {
 			loopsCancel()
 			loops.Wait()
@@ -128,7 +135,9 @@ func (e *Engine) Run(ctx context.Context) {
 		case lead:
 			// Measured from before we asked, so the local estimate never outlives
 			// the lease the database granted.
-			e.trustUntil.Store(int64(asked.Add(e.cfg.LeaderTTL - e.margin()).Sub(e.born)))
+			until := asked.Add(e.cfg.LeaderTTL - e.margin())
+			e.trustUntil.Store(int64(until.Sub(e.born)))
+			e.trustUntilWall.Store(until.UnixNano())
 			if loopsCancel == nil {
 				lctx, cancelLoops := context.WithCancel(ctx)
 				loopsCancel = cancelLoops
