@@ -20,6 +20,10 @@ type Limits struct {
 }
 
 // ValidateName checks a kind or queue name: 1–128 letters, digits or "._-:".
+
+// MaxTimeout is the longest job timeout: a year, as the HTTP API takes it.
+const MaxTimeout = 366 * 24 * time.Hour
+
 func ValidateName(field, s string) error {
 	if s == "" {
 		return Invalid(field, "must not be empty")
@@ -106,6 +110,9 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	}
 	if p.Timeout > 0 && p.Timeout < time.Millisecond {
 		return Invalid("timeout", "%s is below the 1ms resolution", p.Timeout)
+	}
+	if p.Timeout > MaxTimeout {
+		return Invalid("timeout", "%s, at most a year (%s)", p.Timeout, MaxTimeout)
 	}
 	if len(p.IdempotencyKey) > MaxIdempotencyKeyLen {
 		return Invalid("idempotency_key", "%d bytes, at most %d allowed", len(p.IdempotencyKey), MaxIdempotencyKeyLen)

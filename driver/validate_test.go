@@ -139,6 +139,7 @@ func TestValidateInsertRejects(t *testing.T) {
 		{"max_attempts -1", func(p *driver.InsertParams) { p.MaxAttempts = -1 }, driver.Limits{}, "max_attempts"},
 		{"negative timeout", func(p *driver.InsertParams) { p.Timeout = -time.Second }, driver.Limits{}, "timeout"},
 		{"timeout below 1ms", func(p *driver.InsertParams) { p.Timeout = time.Microsecond }, driver.Limits{}, "timeout"},
+		{"timeout over a year", func(p *driver.InsertParams) { p.Timeout = driver.MaxTimeout + time.Millisecond }, driver.Limits{}, "timeout"},
 		{"10 MB args against the default limit", func(p *driver.InsertParams) { p.Args = big }, driver.Limits{}, "args"},
 		{"args over a custom limit", func(p *driver.InsertParams) { p.Args = json.RawMessage(`{"a":"0123456789"}`) }, driver.Limits{MaxPayloadBytes: 10}, "args"},
 		{"args + metadata over a custom limit", func(p *driver.InsertParams) {

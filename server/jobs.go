@@ -61,7 +61,7 @@ func (q *enqueueRequest) toParams() (drover.EnqueueParams, error) {
 	}
 	if q.TimeoutSeconds != nil {
 		t := *q.TimeoutSeconds
-		if t < 0.001 || math.IsNaN(t) || t > 366*24*3600 {
+		if t < 0.001 || math.IsNaN(t) || t > driver.MaxTimeout.Seconds() {
 			return drover.EnqueueParams{}, driver.Invalid("timeout_seconds", "%v, must be 0.001 (a millisecond, the resolution) to a year", t)
 		}
 		o.Timeout = time.Duration(t * float64(time.Second))
