@@ -19,11 +19,10 @@ type Limits struct {
 	MaxPayloadBytes int // args + metadata; 0: DefaultMaxPayloadBytes
 }
 
-// ValidateName checks a kind or queue name: 1–128 letters, digits or "._-:".
-
 // MaxTimeout is the longest job timeout: a year, as the HTTP API takes it.
 const MaxTimeout = 366 * 24 * time.Hour
 
+// ValidateName checks a kind or queue name: 1–128 letters, digits or "._-:".
 func ValidateName(field, s string) error {
 	if s == "" {
 		return Invalid(field, "must not be empty")
