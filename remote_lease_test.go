@@ -3,6 +3,7 @@ package drover_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -172,5 +173,25 @@ func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 		if s := waitChan(t, starts, "attempt 2 to start"); s.firstRunning && s.abandoned == 0 {
 			t.Errorf("attempt %d started while attempt 1's handler still ran, not abandoned: two holders", s.attempt)
 		}
+	})
+}
+
+// A worker pointed at a server that does not answer says so at once. It
+// resends its claim with the same request_id for a long poll and a lease (50 s
+// by default) before a claim fails, and said nothing until then (helper-33).
+func TestRemoteWorkerSaysAtOnceWhenTheServerDoesNotAnswer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now: connections are refused
+	ws := drover.NewWorkers()
+	drover.Register(ws, "k", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) { return nil, nil })
+	logs := &logBuffer{}
+	cfg := &drover.WorkerConfig{Workers: ws, Logger: logs.logger()}
+	startRemoteWorker(t, drover.RemoteConfig{URL: url}, cfg)
+	waitFor(t, "the worker to warn that the server does not answer", func() bool {
+		return strings.Contains(logs.String(), "claim got no answer from the server")
 	})
 }

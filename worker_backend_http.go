@@ -125,6 +125,13 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		if !resend {
 			return nil, claimLease{}, err
 		}
+		if try == 1 {
+			// Said once: the resends may go on for a long poll and a lease,
+			// and a worker pointed at a wrong or stopped server was silent
+			// that long before its first "claim failed".
+			b.w.log.Warn("claim got no answer from the server; resending it with the same request_id",
+				"queue", queue, "err", err, "until", time.Until(first.Add(b.wait+b.w.cfg.LeaseDuration)).Round(time.Second))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
