@@ -69,8 +69,10 @@ func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.
 	return j, nil
 }
 
-// errorEntry is one element of the errors JSON array.
+// errorEntry is one element of the errors JSON array. Its time is kept to the
+// microsecond, as every other time on both drivers is (PostgreSQL's
+// timestamptz): it carried nanoseconds here alone.
 func errorEntry(attempt int, at time.Time, msg, stack string) (string, error) {
-	b, err := json.Marshal(driver.AttemptError{Attempt: attempt, At: at.UTC(), Error: msg, Stack: stack})
+	b, err := json.Marshal(driver.AttemptError{Attempt: attempt, At: at.UTC().Truncate(time.Microsecond), Error: msg, Stack: stack})
 	return string(b), err
 }

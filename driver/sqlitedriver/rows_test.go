@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -110,5 +111,18 @@ func TestPlaceholdersSkipCommentsAndStrings(t *testing.T) {
 	q := "-- why? because\nSELECT ?, '?', \"a?\", ? -- and?\nFROM t WHERE x = ?"
 	if got := placeholders(q); got != 3 {
 		t.Errorf("placeholders(%q) = %d, want 3", q, got)
+	}
+}
+
+// An attempt's error time is kept to the microsecond, as on PostgreSQL and as
+// every other time here is; it carried nanoseconds (helper-33).
+func TestErrorEntryTimeInMicroseconds(t *testing.T) {
+	at := time.Date(2026, 11, 25, 4, 0, 0, 123456789, time.UTC)
+	e, err := errorEntry(1, at, "boom", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(e, `"2026-11-25T04:00:00.123456Z"`) {
+		t.Errorf("errorEntry = %s, want the time to the microsecond", e)
 	}
 }
