@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"testing"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
