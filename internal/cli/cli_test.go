@@ -233,6 +233,9 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"worker", "--leader-ttl", "-1s"}, "invalid leader-ttl: -1s, must be positive"},
 		{[]string{"dev", "--lease", "-5s"}, "invalid lease: -5s, must be positive"},
 		{[]string{"server", "--lease", "-5s"}, "invalid lease: -5s, must be positive"},
+		// The server runs no worker: the worker's flags would only be ignored.
+		{[]string{"server", "--queues", "payments"}, "unknown flag: --queues"},
+		{[]string{"server", "--concurrency", "5"}, "unknown flag: --concurrency"},
 		{[]string{"server", "--addr", "127.0.0.1:99999"}, `invalid addr: "127.0.0.1:99999": port "99999" is not a port`},
 		{[]string{"server", "--addr", "localhost"}, `invalid addr: "localhost" is not HOST:PORT`},
 		{[]string{"dev", "--addr", "127.0.0.1:-1"}, `invalid addr`},

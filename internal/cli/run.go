@@ -32,14 +32,20 @@ type nodeFlags struct {
 	noEngine        bool
 	id              string
 	natsURL         string
+	works           bool // the command runs a worker: it has the worker's flags
 }
 
-func (n *nodeFlags) register(cmd *cobra.Command) {
+// register adds the flags; works adds the worker's (queues, concurrency, poll
+// interval), which `drover server`, running no worker, would only ignore.
+func (n *nodeFlags) register(cmd *cobra.Command, works bool) {
 	f := cmd.Flags()
-	f.StringVar(&n.queues, "queues", envOr("DROVER_QUEUES", drover.DefaultQueue), "queues to work, comma-separated (env DROVER_QUEUES)")
-	f.IntVar(&n.concurrency, "concurrency", 10, "jobs run at once per queue")
+	n.works = works
+	if works {
+		f.StringVar(&n.queues, "queues", envOr("DROVER_QUEUES", drover.DefaultQueue), "queues to work, comma-separated (env DROVER_QUEUES)")
+		f.IntVar(&n.concurrency, "concurrency", 10, "jobs run at once per queue")
+		f.DurationVar(&n.poll, "poll-interval", time.Second, "fallback polling period when no wake-up arrives")
+	}
 	f.DurationVar(&n.lease, "lease", 30*time.Second, "lease duration: how long a job stays ours without a heartbeat (a worker with --server uses the server's lease)")
-	f.DurationVar(&n.poll, "poll-interval", time.Second, "fallback polling period when no wake-up arrives")
 	f.DurationVar(&n.leaderTTL, "leader-ttl", 15*time.Second, "engine leadership lease")
 	f.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for running jobs")
 	f.BoolVar(&n.noEngine, "no-engine", false, "do not campaign to run the maintenance loops")
@@ -47,17 +53,25 @@ func (n *nodeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&n.natsURL, "nats-url", os.Getenv("DROVER_NATS_URL"), "NATS JetStream server for wake-up pointers, e.g. nats://127.0.0.1:4222 (env DROVER_NATS_URL)")
 }
 
+// queueMap checks the flags and returns the worker's queues (nil for a
+// command that runs no worker).
 func (n *nodeFlags) queueMap() (map[string]int, error) {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"lease", n.lease}, {"poll-interval", n.poll}, {"leader-ttl", n.leaderTTL}} {
+	}{{"lease", n.lease}, {"leader-ttl", n.leaderTTL}} {
 		if d.v <= 0 {
 			return nil, driver.Invalid(d.flag, "%s, must be positive", d.v)
 		}
 	}
 	if n.shutdownTimeout < 0 {
 		return nil, driver.Invalid("shutdown-timeout", "%s, must not be negative", n.shutdownTimeout)
+	}
+	if !n.works {
+		return nil, nil
+	}
+	if n.poll <= 0 {
+		return nil, driver.Invalid("poll-interval", "%s, must be positive", n.poll)
 	}
 	if n.concurrency < 1 {
 		return nil, driver.Invalid("concurrency", "%d, must be at least 1", n.concurrency)
@@ -268,7 +282,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 				}})
 		},
 	}
-	n.register(cmd)
+	n.register(cmd, true)
 	return cmd
 }
 
@@ -307,7 +321,7 @@ func newDevCmd(g *globals) *cobra.Command {
 				}})
 		},
 	}
-	n.register(cmd)
+	n.register(cmd, true)
 	sf.register(cmd)
 	cmd.Flags().BoolVar(&seed, "seed", true, "enqueue demo jobs at start (once per database)")
 	return cmd

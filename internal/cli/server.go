@@ -75,7 +75,7 @@ func newServerCmd(g *globals) *cobra.Command {
 				}})
 		},
 	}
-	n.register(cmd)
+	n.register(cmd, false)
 	sf.register(cmd)
 	return cmd
 }
