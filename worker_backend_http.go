@@ -31,6 +31,9 @@ type httpBackend struct {
 	// claimWithoutID: the server refused a claim's request_id as an unknown
 	// field (it predates them), so claims go without one.
 	claimWithoutID atomic.Bool
+	// serverLease is the lease the server's last claim answer gave
+	// (nanoseconds; 0: none yet), which bounds how long a lost claim is resent.
+	serverLease atomic.Int64
 }
 
 func (b *httpBackend) start()         {}
@@ -87,8 +90,10 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		req.RequestID = newRequestID()
 	}
 	// The server answers within wait; the margin covers a slow claim, bounds
-	// a connection that died silently, and ends the resends below.
-	ctx, cancel := context.WithTimeout(ctx, b.wait+b.w.cfg.LeaseDuration)
+	// a connection that died silently, and ends the resends below. The lease
+	// is the server's, once an answer has said it.
+	lease := max(b.w.cfg.LeaseDuration, time.Duration(b.serverLease.Load()))
+	ctx, cancel := context.WithTimeout(ctx, b.wait+lease)
 	defer cancel()
 	var resp struct {
 		Tasks               []remoteTask `json:"tasks"`
@@ -130,7 +135,7 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 			// and a worker pointed at a wrong or stopped server was silent
 			// that long before its first "claim failed".
 			b.w.log.Warn("claim got no answer from the server; resending it with the same request_id",
-				"queue", queue, "err", err, "until", time.Until(first.Add(b.wait+b.w.cfg.LeaseDuration)).Round(time.Second))
+				"queue", queue, "err", err, "until", time.Until(first.Add(b.wait+lease)).Round(time.Second))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -155,17 +160,18 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	// sending may have claimed them: their lease may run from then. A server
 	// that does not say (older than the field) gets the safe bound, the
 	// sending.
-	lease := claimLease{from: first}
+	cl := claimLease{from: first}
 	if try == 1 && resp.ClaimedAfterSeconds != nil && *resp.ClaimedAfterSeconds > 0 {
-		lease.from = first.Add(time.Duration(*resp.ClaimedAfterSeconds * float64(time.Second)))
+		cl.from = first.Add(time.Duration(*resp.ClaimedAfterSeconds * float64(time.Second)))
 	}
 	// The server sets the lease; the worker's own LeaseDuration is only a
 	// default. Paced by a longer one, heartbeats came too late and the job ran
 	// twice at once (a server at 3s, a worker at the default 30s).
 	if len(resp.Tasks) > 0 && resp.Tasks[0].LeaseSeconds > 0 {
-		lease.length = time.Duration(resp.Tasks[0].LeaseSeconds * float64(time.Second))
+		cl.length = time.Duration(resp.Tasks[0].LeaseSeconds * float64(time.Second))
+		b.serverLease.Store(int64(cl.length))
 	}
-	return jobs, lease, nil
+	return jobs, cl, nil
 }
 
 // fenceBody is the fence every call about one task carries.

@@ -55,7 +55,15 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	}
 	// m.Close would close d.write through the database driver; close the source only.
 	defer src.Close()
-	before, _, _ := m.Version()
+	before, dirty, err := m.Version()
+	switch {
+	case errors.Is(err, migrate.ErrNilVersion):
+		before = 0
+	case err != nil:
+		return fmt.Errorf("migrate sqlite: %w", err)
+	case dirty:
+		return fmt.Errorf("migrate sqlite: %w", migrate.ErrDirty{Version: int(before)})
+	}
 	versions, err := available(src)
 	if err != nil {
 		return fmt.Errorf("migrate sqlite: %w", err)
@@ -63,12 +71,12 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	if err := (driver.MigrationStatus{Current: before, Available: versions}).CheckNotAhead(); err != nil {
 		return fmt.Errorf("migrate sqlite: %w", err)
 	}
-	if err := d.up(ctx, m, src, versions); err != nil {
-		return fmt.Errorf("migrate sqlite: %w", err)
-	}
-	after, _, _ := m.Version()
+	after, err := d.up(ctx, src, before, versions)
 	if after != before {
 		d.logger.Info("sqlite schema migrated", "from", before, "to", after)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate sqlite: %w", err)
 	}
 	return nil
 }
@@ -79,29 +87,21 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 // process killed between them (every command migrates) left a dirty schema
 // that every process then refused, with no way back but editing the file;
 // here a kill leaves the file at the version before or after. Down
-// migrations and the version table stay golang-migrate's.
-func (d *Driver) up(ctx context.Context, m *migrate.Migrate, src source.Driver, versions []uint) error {
-	current, dirty, err := m.Version()
-	switch {
-	case errors.Is(err, migrate.ErrNilVersion):
-		current = 0
-	case err != nil:
-		return err
-	case dirty:
-		return migrate.ErrDirty{Version: int(current)}
-	}
+// migrations and the version table stay golang-migrate's. It returns the
+// version the file is at.
+func (d *Driver) up(ctx context.Context, src source.Driver, current uint, versions []uint) (uint, error) {
 	for _, v := range versions {
 		if v <= current {
 			continue
 		}
 		r, _, err := src.ReadUp(v)
 		if err != nil {
-			return fmt.Errorf("read migration %d: %w", v, err)
+			return current, fmt.Errorf("read migration %d: %w", v, err)
 		}
 		body, err := io.ReadAll(r)
 		r.Close()
 		if err != nil {
-			return fmt.Errorf("read migration %d: %w", v, err)
+			return current, fmt.Errorf("read migration %d: %w", v, err)
 		}
 		err = d.inTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
@@ -116,10 +116,11 @@ func (d *Driver) up(ctx context.Context, m *migrate.Migrate, src source.Driver, 
 			return nil
 		})
 		if err != nil {
-			return err
+			return current, err
 		}
+		current = v
 	}
-	return nil
+	return current, nil
 }
 
 // MigrateStatus reports the applied version, whether a migration failed half-way,
