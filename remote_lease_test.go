@@ -24,6 +24,26 @@ func writeRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	_, _ = w.Write(rec.Body.Bytes())
 }
 
+// lateFirstClaimServer serves c's database with a server of the given lease,
+// closed at the end of t, and returns its URL. The first claim answer that
+// holds a task is held back for late before it is sent: the fault of a proxy,
+// or of a worker paused before it read the answer.
+func lateFirstClaimServer(t *testing.T, c *drover.Client, lease, late time.Duration) string {
+	t.Helper()
+	s := server.New(c, server.Config{LeaseDuration: lease, Backoff: func(int) time.Duration { return 0 }})
+	var held atomic.Bool
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, r)
+		if r.URL.Path == "/internal/task-claim" && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && held.CompareAndSwap(false, true) {
+			time.Sleep(late)
+		}
+		writeRecorded(w, rec)
+	}))
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	return hs.URL
+}
+
 // runEngine runs an engine with a fast reaper on c's database until the test ends.
 func runEngine(t *testing.T, c *drover.Client) {
 	t.Helper()
@@ -78,17 +98,7 @@ func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
 		const lease = time.Second
-		s := server.New(c, server.Config{LeaseDuration: lease, Backoff: func(int) time.Duration { return 0 }})
-		var held atomic.Bool
-		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rec := httptest.NewRecorder()
-			s.ServeHTTP(rec, r)
-			if r.URL.Path == "/internal/task-claim" && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && held.CompareAndSwap(false, true) {
-				time.Sleep(lease + lease/2) // the fault: the answer is late by more than the lease
-			}
-			writeRecorded(w, rec)
-		}))
-		t.Cleanup(func() { hs.Close(); s.Close() })
+		url := lateFirstClaimServer(t, c, lease, lease+lease/2) // late by more than the lease
 		ws := drover.NewWorkers()
 		logs := &logBuffer{}
 		// runs counts the handler's runs; early, those before the worker had
@@ -108,7 +118,7 @@ func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
 		cfg.TimeoutGrace = 0
 		cfg.Logger = logs.logger()
 		id := enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
-		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, cfg)
+		startRemoteWorker(t, drover.RemoteConfig{URL: url, WaitSeconds: 1}, cfg)
 		// Given back without using an execution: the worker claims it again
 		// and runs it, though max_attempts is 1.
 		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed)
@@ -131,17 +141,7 @@ func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
 		const lease = 2 * time.Second
-		s := server.New(c, server.Config{LeaseDuration: lease, Backoff: func(int) time.Duration { return 0 }})
-		var held atomic.Bool
-		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rec := httptest.NewRecorder()
-			s.ServeHTTP(rec, r)
-			if r.URL.Path == "/internal/task-claim" && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) && held.CompareAndSwap(false, true) {
-				time.Sleep(1400 * time.Millisecond) // the fault: late, but before the give-up point (1.67s)
-			}
-			writeRecorded(w, rec)
-		}))
-		t.Cleanup(func() { hs.Close(); s.Close() })
+		url := lateFirstClaimServer(t, c, lease, 1400*time.Millisecond) // late, but before the give-up point (1.67s)
 		runEngine(t, c)
 		ws := drover.NewWorkers()
 		var w *drover.Worker
@@ -163,7 +163,7 @@ func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 			}
 			return "charged", nil
 		})
-		w = startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, &drover.WorkerConfig{
+		w = startRemoteWorker(t, drover.RemoteConfig{URL: url, WaitSeconds: 1}, &drover.WorkerConfig{
 			Workers: ws, LeaseDuration: lease, PollInterval: 50 * time.Millisecond, Queues: map[string]int{drover.DefaultQueue: 2},
 		})
 		enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 500 * time.Millisecond})

@@ -323,14 +323,7 @@ func TestInsertManyDuplicateKeysInBatch(t *testing.T) {
 func TestMigrateUpToDateIgnoresALeftLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, err := Open(filepath.Join(t.TempDir(), "drover.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := openTest(t)
 	// The row a killed migrator leaves: held by someone else, far from expiry.
 	if _, err := d.write.ExecContext(ctx, "INSERT INTO drover_migrate_lock (name, holder, expires_at) VALUES ('migrate', 'killed', ?)",
 		time.Now().Add(10*time.Minute).UnixMicro()); err != nil {
@@ -400,14 +393,7 @@ func TestDLQPurgeInBatches(t *testing.T) {
 func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, err := Open(filepath.Join(t.TempDir(), "drover.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := openTest(t)
 	st, err := d.MigrateStatus(ctx)
 	if err != nil {
 		t.Fatal(err)
