@@ -157,10 +157,17 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			after = 0
 		}
 		if len(tasks) > 0 && ctx.Err() != nil {
-			// The worker left while we claimed: it will never run these, so give
-			// them back now (a zero snooze returns the execution) rather than let
-			// them sit running until the lease expires and cost an attempt.
-			s.giveBack(tasks)
+			// The worker left while we claimed. Without a request_id it can
+			// never receive these, so give them back now (a zero snooze
+			// returns the execution) rather than let them sit running until
+			// the lease expires and cost an attempt. With one, it may have
+			// resent the claim already and been answered these very tasks
+			// (a replay): given back, they would be claimed by another worker
+			// while it ran them. They are left to the resend, or to the
+			// lease's expiry if none comes.
+			if p.RequestID == "" {
+				s.giveBack(tasks)
+			}
 			return noTasks()
 		}
 		remaining := time.Until(deadline)

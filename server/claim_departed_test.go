@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// heldClaims holds the first JobClaim until release is closed, after closing
+// entered: the first sending of a claim is still at the database when its
+// worker's connection breaks.
+type heldClaims struct {
+	driver.Driver
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (h *heldClaims) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	first := false
+	h.once.Do(func() { first = true })
+	if first {
+		close(h.entered)
+		<-h.release
+	}
+	return h.Driver.JobClaim(ctx, p)
+}
+
+// A claim whose worker left while it ran: without a request_id its tasks are
+// given back (the worker can never receive them); with one they are not,
+// since the worker may have resent the claim and been answered those very
+// tasks. Giving them back put the job in the queue while the worker ran it,
+// and another worker claimed it (helper-38's F1).
+func TestClaimOfADepartedWorker(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		for _, requestID := range []string{"", "R1"} {
+			t.Run(fmt.Sprintf("%s/request_id=%q", kind, requestID), func(t *testing.T) {
+				h := &heldClaims{Driver: testdb.Open(t, kind), entered: make(chan struct{}), release: make(chan struct{})}
+				c, err := drover.NewClient(h, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := New(c, Config{})
+				t.Cleanup(s.Close)
+				if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+					t.Fatalf("POST /jobs: %d %s", code, body)
+				}
+				claim := fmt.Sprintf(`{"worker_id":"w1","queues":["default"],"request_id":%q}`, requestID)
+
+				ctx, cancel := context.WithCancel(context.Background())
+				first := make(chan struct{})
+				go func() {
+					defer close(first)
+					req := httptest.NewRequestWithContext(ctx, "POST", "/internal/task-claim", strings.NewReader(claim))
+					s.ServeHTTP(httptest.NewRecorder(), req)
+				}()
+				<-h.entered
+				cancel() // the worker's connection broke: no answer reaches it
+
+				var ans struct {
+					Tasks []struct {
+						TaskID     int64  `json:"task_id"`
+						Attempt    int    `json:"attempt"`
+						LeaseToken string `json:"lease_token"`
+					} `json:"tasks"`
+				}
+				if requestID != "" {
+					// The worker resends the claim and is answered the task.
+					code, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(claim))
+					if code != http.StatusOK || json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
+						t.Fatalf("resend: %d %s, want one task", code, body)
+					}
+				}
+				close(h.release)
+				<-first
+
+				job, err := c.Get(context.Background(), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if requestID == "" {
+					if job.Status != drover.StatusQueued || job.Executions != 0 {
+						t.Errorf("claim without a request_id, worker gone: job %s, executions %d; want it given back, queued, 0", job.Status, job.Executions)
+					}
+					return
+				}
+				tk := ans.Tasks[0]
+				if job.Status != drover.StatusRunning || job.Attempt != tk.Attempt {
+					t.Errorf("after the resend answered attempt %d: job %s at attempt %d; want running, held by w1", tk.Attempt, job.Status, job.Attempt)
+				}
+				hb := fmt.Sprintf(`{"task_id":%d,"attempt":%d,"lease_token":%q}`, tk.TaskID, tk.Attempt, tk.LeaseToken)
+				if code, _, body := call(t, s, "POST", "/internal/heartbeat", "", []byte(hb)); code != http.StatusOK {
+					t.Errorf("heartbeat under the lease the resend answered: %d %s; want 200", code, body)
+				}
+			})
+		}
+	}
+}
