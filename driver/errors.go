@@ -3,6 +3,9 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/drover-dev/drover/lifecycle"
 )
 
 // Sentinel errors every driver returns (wrapped with context) so callers can branch
@@ -49,4 +52,25 @@ func Invalid(field, format string, a ...any) error {
 func RequestReused(requestID string, jobID int64, usedBy, attempt int) error {
 	return Invalid("request_id", "%q was used by attempt %d of job %d; a call of attempt %d needs a request_id of its own",
 		requestID, usedBy, jobID, attempt)
+}
+
+// CheckRepeat decides whether a call whose request_id the job's log already
+// holds, in an event of type logged written at attempt usedBy, repeats that
+// call (nil: it is answered, and nothing changes) or is a new call that reused
+// the request_id (a ValidationError naming request_id: refused, and nothing
+// changes). A repeat is a call of the same kind, one of ops, whose transitions
+// log that event type, and, for a lease holder's call (attempt > 0), of the
+// same attempt. A completion that reused its claim's request_id was answered
+// as a repeat of the claim and never applied.
+func CheckRepeat(requestID string, jobID int64, logged string, usedBy int, ops []lifecycle.Op, attempt int) error {
+	if attempt > 0 && usedBy != attempt {
+		return RequestReused(requestID, jobID, usedBy, attempt)
+	}
+	for _, t := range lifecycle.Transitions {
+		if string(t.Event) == logged && slices.Contains(ops, t.Op) {
+			return nil
+		}
+	}
+	return Invalid("request_id", "%q was used by another call on job %d (its %s event); a %s needs a request_id of its own",
+		requestID, jobID, logged, ops[0])
 }

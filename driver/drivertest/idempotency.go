@@ -27,6 +27,7 @@ var requestIDTests = []suiteTest{
 	{"SameRequestIDOnAnotherJob", testReplayOtherJob},
 	{"SameRequestIDAtAnotherAttempt", testReplayOtherAttempt},
 	{"CancelWithAnotherCallsRequestID", testReplayCancelOfAnotherCall},
+	{"ReportWithAnotherCallsRequestID", testReplayOfAnotherKindOfCall},
 }
 
 // wantReplay runs call, which repeats a request already applied to job id.
@@ -226,9 +227,11 @@ func testReplayLater(h *harness) {
 }
 
 // testReplayCancelOfAnotherCall: an operator's cancel whose request_id the
-// job's log holds from another call (a lease holder's heartbeat) is answered
-// as a repeat, the job unchanged, on every driver (PostgreSQL answered the
-// event index's unique violation).
+// job's log holds from another call (a lease holder's heartbeat) is not a
+// repeat of that call: it is refused with an error naming request_id, and the
+// job is unchanged, on every driver (PostgreSQL answered the event index's
+// unique violation with a 500, and then both drivers answered it as a repeat,
+// so the cancel was dropped while the caller was told it was done).
 func testReplayCancelOfAnotherCall(h *harness) {
 	r := h.runningJob(nil)
 	hp := driver.HeartbeatParams{FenceParams: fence(r, h.at(2*time.Second))}
@@ -236,9 +239,56 @@ func testReplayCancelOfAnotherCall(h *harness) {
 	if _, err := h.d.JobHeartbeat(h.ctx, hp); err != nil {
 		h.t.Fatalf("JobHeartbeat: %v", err)
 	}
-	h.wantReplay(r.ID, "JobCancel with the heartbeat's request_id", func() (*driver.Job, error) {
-		return h.d.JobCancel(h.ctx, driver.CancelParams{ID: r.ID, RequestID: "shared-1", Actor: "operator", Now: h.at(3 * time.Second)})
+	h.rejected(r.ID, driver.ErrInvalidArgument, "JobCancel with the heartbeat's request_id", func() error {
+		_, err := h.d.JobCancel(h.ctx, driver.CancelParams{ID: r.ID, RequestID: "shared-1", Actor: "operator", Now: h.at(3 * time.Second)})
+		return err
 	})
+}
+
+// testReplayOfAnotherKindOfCall: a request_id names one call. A lease
+// holder's report that reuses the request_id of another call of the same
+// attempt (its claim's, its heartbeat's) is refused with an error naming
+// request_id and changes nothing, alone or in a batch; before, it was
+// answered as a repeat of that call, and a completion that reused its claim's
+// request_id was told it was done while the job stayed running (helper-38).
+func testReplayOfAnotherKindOfCall(h *harness) {
+	h.mustEnqueue(nil)
+	p := h.claimParams(0)
+	p.RequestID = "call-1"
+	r := h.mustStart(h.mustClaimOne(p), time.Second)
+	refusedOne := func(what string, call func() error) {
+		h.t.Helper()
+		h.rejected(r.ID, driver.ErrInvalidArgument, what, func() error {
+			err := call()
+			var ve *driver.ValidationError
+			if errors.As(err, &ve) && ve.Field != "request_id" {
+				h.t.Errorf("%s: error names %q, want request_id", what, ve.Field)
+			}
+			return err
+		})
+	}
+	cp := driver.CompleteParams{FenceParams: fence(r, h.at(2*time.Second)), Result: json.RawMessage(`1`)}
+	cp.RequestID = "call-1"
+	refusedOne("JobComplete with the claim's request_id", func() error { _, err := h.d.JobComplete(h.ctx, cp); return err })
+	refusedOne("JobCompleteMany with the claim's request_id", func() error { return h.d.JobCompleteMany(h.ctx, []driver.CompleteParams{cp})[0].Err })
+	fp := failParams2(r, h.at(2*time.Second))
+	fp.RequestID = "call-1"
+	refusedOne("JobFail with the claim's request_id", func() error { _, err := h.d.JobFail(h.ctx, fp); return err })
+	sp := driver.SnoozeParams{FenceParams: fence(r, h.at(2*time.Second)), Delay: time.Second}
+	sp.RequestID = "call-1"
+	refusedOne("JobSnooze with the claim's request_id", func() error { _, err := h.d.JobSnooze(h.ctx, sp); return err })
+	hp := driver.HeartbeatParams{FenceParams: fence(r, h.at(2*time.Second))}
+	hp.RequestID, hp.LeaseDuration = "call-1", leaseDuration
+	refusedOne("JobHeartbeat with the claim's request_id", func() error { _, err := h.d.JobHeartbeat(h.ctx, hp); return err })
+	hp.RequestID = "beat-1"
+	if _, err := h.d.JobHeartbeat(h.ctx, hp); err != nil {
+		h.t.Fatalf("JobHeartbeat: %v", err)
+	}
+	cp.RequestID = "beat-1"
+	refusedOne("JobComplete with the heartbeat's request_id", func() error { _, err := h.d.JobComplete(h.ctx, cp); return err })
+	// With a request_id of its own it goes through.
+	cp.RequestID = "complete-1"
+	h.transition("JobComplete", r.ID, lifecycle.EventSucceeded, lifecycle.StatusSucceeded, func() (*driver.Job, error) { return h.d.JobComplete(h.ctx, cp) })
 }
 
 func testReplayOtherJob(h *harness) {

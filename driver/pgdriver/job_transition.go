@@ -347,7 +347,7 @@ func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.
 // attempt, the engine's side of a timeout.
 func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
 	if p.RequestID != "" {
-		if j, err := d.replay(ctx, d.pool, p.ID, p.RequestID, p.Attempt); err != nil || j != nil {
+		if j, err := d.replay(ctx, d.pool, "heartbeat", p.ID, p.RequestID, p.Attempt); err != nil || j != nil {
 			if err != nil {
 				return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 			}
@@ -659,7 +659,7 @@ func isRequestRepeat(err error) bool {
 // with the job as it is; a missing job is ErrNotFound; anything else is otherwise.
 func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requestID string, attempt int, otherwise error) (*driver.Job, error) {
 	if requestID != "" {
-		j, err := d.replay(ctx, q, id, requestID, attempt)
+		j, err := d.replay(ctx, q, op, id, requestID, attempt)
 		if err != nil {
 			return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 		}
@@ -685,20 +685,22 @@ func (d *Driver) jobStatus(ctx context.Context, q dbtx, id int64) (lifecycle.Sta
 	return lifecycle.Status(status), attempt, err
 }
 
-// replay returns the job if its log already holds requestID, else nil. A lease
-// holder's call (attempt > 0) is a repeat only at the attempt that logged
-// requestID; at another one it is refused (driver.RequestReused).
-func (d *Driver) replay(ctx context.Context, q dbtx, id int64, requestID string, attempt int) (*driver.Job, error) {
+// replay returns the job if its log already holds requestID, else nil. Only a
+// call of the same kind (op) is a repeat, and a lease holder's call (attempt >
+// 0) only at the attempt that logged requestID; any other is refused
+// (driver.CheckRepeat).
+func (d *Driver) replay(ctx context.Context, q dbtx, op string, id int64, requestID string, attempt int) (*driver.Job, error) {
 	var usedBy int
-	err := q.QueryRow(ctx, queries.Get("EventSeen"), requestID, id).Scan(&usedBy)
+	var logged string
+	err := q.QueryRow(ctx, queries.Get("EventSeen"), requestID, id).Scan(&usedBy, &logged)
 	if isNoRows(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if attempt > 0 && usedBy != attempt {
-		return nil, driver.RequestReused(requestID, id, usedBy, attempt)
+	if err := driver.CheckRepeat(requestID, id, logged, usedBy, opsOf(op), attempt); err != nil {
+		return nil, err
 	}
 	rows, err := q.Query(ctx, queries.Get("JobGet"), id)
 	if err != nil {
@@ -710,6 +712,15 @@ func (d *Driver) replay(ctx context.Context, q dbtx, id int64, requestID string,
 	}
 	j.Replayed = true
 	return j, nil
+}
+
+// opsOf is the lifecycle operations a call named op (as fenced and diagnose
+// name them) performs.
+func opsOf(op string) []lifecycle.Op {
+	if op == "fail" {
+		return []lifecycle.Op{lifecycle.OpRetry, lifecycle.OpFail}
+	}
+	return []lifecycle.Op{lifecycle.Op(op)}
 }
 
 // timeOrNil sends a zero time as NULL, so the statement falls back to a delay.

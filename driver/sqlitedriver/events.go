@@ -46,23 +46,26 @@ func appendEvent(ctx context.Context, tx *sql.Tx, op lifecycle.Op, from lifecycl
 	return nil
 }
 
-// requestSeen reports whether job jobID's log holds requestID. A lease holder's
-// call (attempt > 0) is a repeat only at the attempt that logged requestID; at
-// another one it is refused (driver.RequestReused).
-func requestSeen(ctx context.Context, q querier, jobID int64, requestID string, attempt int) (bool, error) {
+// requestSeen reports whether job jobID's log holds requestID. Only a call of
+// the same kind (one of ops) is a repeat, and a lease holder's call (attempt >
+// 0) only at the attempt that logged requestID; any other is refused
+// (driver.CheckRepeat).
+func requestSeen(ctx context.Context, q querier, jobID int64, requestID string, ops []lifecycle.Op, attempt int) (bool, error) {
 	if requestID == "" {
 		return false, nil
 	}
 	var usedBy int
+	var logged string
 	err := q.QueryRowContext(ctx, queries.Get("EventRequestSeen"),
-		sql.Named("request_id", requestID), sql.Named("job_id", jobID)).Scan(&usedBy)
+		sql.Named("request_id", requestID), sql.Named("job_id", jobID)).Scan(&usedBy, &logged)
 	switch {
 	case err == sql.ErrNoRows:
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("job %d: look up request_id: %w", jobID, err)
-	case attempt > 0 && usedBy != attempt:
-		return false, driver.RequestReused(requestID, jobID, usedBy, attempt)
+	}
+	if err := driver.CheckRepeat(requestID, jobID, logged, usedBy, ops, attempt); err != nil {
+		return false, err
 	}
 	return true, nil
 }

@@ -36,7 +36,7 @@ func applyFenced(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fenced
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err)
 	}
-	if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, p.Attempt); err != nil {
+	if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, f.ops, p.Attempt); err != nil {
 		return nil, err
 	} else if seen {
 		before, err := mustGetJob(ctx, tx, f.verb, p.ID)
@@ -139,7 +139,7 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 			return err
 		}
 		canceled := before.Status == lifecycle.StatusCanceled && before.Attempt == p.Attempt
-		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, p.Attempt); err != nil {
+		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpHeartbeat}, p.Attempt); err != nil {
 			return err
 		} else if seen {
 			if before.LeaseExpiresAt != nil {

@@ -25,7 +25,7 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 			return err
 		}
 		// An operator's call: a repeat at any attempt.
-		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, 0); err != nil {
+		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpCancel}, 0); err != nil {
 			return err
 		} else if seen {
 			before.Replayed = true

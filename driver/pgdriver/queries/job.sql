@@ -92,8 +92,9 @@ FROM drover_jobs WHERE id = $1 AND finished_by IS NOT NULL
 ORDER BY seq;
 
 -- name: EventSeen
--- The attempt at which the job's log holds request_id $1 (unique per job), if it does.
-SELECT attempt FROM drover_job_events WHERE request_id = $1 AND job_id = $2;
+-- The attempt at which the job's log holds request_id $1 (unique per job), and
+-- the type of the event that holds it, if it does.
+SELECT attempt, type FROM drover_job_events WHERE request_id = $1 AND job_id = $2;
 
 -- name: ClaimSeen
 SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = $1 AND type = 'claimed');

@@ -5,8 +5,9 @@ INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, ac
 VALUES (:job_id, :seq, :type, :from_status, :to_status, :at, :actor, :request_id, :attempt);
 
 -- name: EventRequestSeen
--- The attempt at which the job's log holds the request_id (unique per job), if it does.
-SELECT attempt FROM drover_job_events WHERE request_id = :request_id AND job_id = :job_id;
+-- The attempt at which the job's log holds the request_id (unique per job), and
+-- the type of the event that holds it, if it does.
+SELECT attempt, type FROM drover_job_events WHERE request_id = :request_id AND job_id = :job_id;
 
 -- name: EventList
 -- Two events are kept in compact form, as in pgdriver (its JobEvents says why):
