@@ -82,7 +82,8 @@ func TestCompleteManyMentionsAndReplays(t *testing.T) {
 			t.Errorf("job %d succeeded event = %+v, want actor worker:w1, request_id %q, at %s, attempt 1", j.ID, last, wantReq, now)
 		}
 	}
-	// A request_id already in the log, as the only mention: a replay, not applied.
+	// A request_id already in the log, as the only mention: a replay of the same
+	// call, not applied; of another call (a heartbeat's), refused, not applied.
 	g := f.running(nil)
 	hb := fp(g, f.at(2*time.Second))
 	hb.RequestID = "hb-1"
@@ -93,8 +94,8 @@ func TestCompleteManyMentionsAndReplays(t *testing.T) {
 	if out[0].Err != nil || !out[0].Job.Replayed || out[0].Job.Status != lifecycle.StatusSucceeded {
 		t.Errorf("repeated req-b = %+v, want job %d replayed", out[0], b.ID)
 	}
-	if out[1].Err != nil || !out[1].Job.Replayed || out[1].Job.Status != lifecycle.StatusRunning {
-		t.Errorf("completion under the heartbeat's request_id = %+v, want job %d replayed and still running", out[1], g.ID)
+	if !errors.Is(out[1].Err, driver.ErrInvalidArgument) {
+		t.Errorf("completion under the heartbeat's request_id = %+v, want job %d's completion refused", out[1], g.ID)
 	}
 	f.wantHistory(b.ID, "enqueued", "claimed", "started", "succeeded")
 	f.wantHistory(g.ID, "enqueued", "claimed", "started", "heartbeat")
