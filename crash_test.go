@@ -493,9 +493,13 @@ func testPausedWorker(t *testing.T, kind string) {
 	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT: %v", err)
 	}
-	// Its heartbeat for attempt 1 of target fails, so its handler is stopped.
+	// Its heartbeat for attempt 1 of target fails, or its lease's give-up
+	// point has passed, so its handler is stopped: after a heartbeat that
+	// found the lease lost it reports nothing; past the give-up point it
+	// reports the outcome, which the fence refuses.
 	stopped := out.await(t, &cursor, 20*time.Second, fmt.Sprintf("the resumed victim to give up job %d", target), func(pl procLine) bool {
-		return pl.Proc == victimID && strings.Contains(pl.Text, `msg="handler stopped"`) &&
+		return pl.Proc == victimID && (strings.Contains(pl.Text, `msg="handler stopped"`) ||
+			strings.Contains(pl.Text, `msg="result rejected: the lease was lost"`)) &&
 			scanKV(pl.Text, "job") == strconv.FormatInt(target, 10)
 	})
 	t.Logf("resumed victim: %s", stopped.Text)

@@ -67,9 +67,16 @@ type WorkerStats struct {
 }
 
 var (
-	errShutdown       = errors.New("worker shutting down")
-	errCanceled       = errors.New("job canceled by an operator")
-	errLeaseLost      = errors.New("lease lost")
+	errShutdown  = errors.New("worker shutting down")
+	errCanceled  = errors.New("job canceled by an operator")
+	errLeaseLost = errors.New("lease lost")
+	// errLeaseUncertain: heartbeats kept failing until the lease may have
+	// expired. The handler is stopped, but the lease may still be this
+	// worker's: its outcome is reported, and the fence decides.
+	errLeaseUncertain = errors.New("lease may have expired")
+	// errAbandoned: the handler did not return within its grace after its
+	// context ended (see run).
+	errAbandoned      = errors.New("handler abandoned")
 	errHandlerTimeout = errors.New("job timed out")
 )
 
@@ -234,7 +241,8 @@ func (w *Worker) Start(ctx context.Context) error {
 // TimeoutGrace. A handler that returns an error then has its job retried at once,
 // as a failed attempt (on its last attempt the job fails, as after a crash),
 // unless it answered Snooze or Permanent, which decide as they always do; one that
-// returns success has its result kept.
+// returns success has its result kept. An abandoned handler's job is retried no
+// sooner than one lease later, as a crashed worker's would be.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started || w.stopped {

@@ -39,17 +39,17 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 	if _, margin := w.heartbeatTiming(lease); !began.Before(leaseFrom.Add(lease - margin)) {
 		// The answer came too late (held up on its way, or this process was
 		// paused): the lease may have run out, and the job be another
-		// worker's. Its handler is not started. It is given back without
-		// using an execution (a snooze of zero), which the fence refuses if
-		// the job was taken back already.
-		release()
-		err := w.be.snooze(began.Add(lease), fence, 0)
-		if err != nil {
-			w.stats.LeaseLost.Add(1)
-			w.observeLeaseLost(job)
-		}
-		log.Warn("not run: its lease may have expired before its claim's answer arrived", "lease", lease,
-			"since_lease_began", began.Sub(leaseFrom).Round(time.Millisecond), "given_back", err == nil, "err", err)
+		// worker's. Its handler is not started.
+		w.giveBack(job, fence, log, release, began.Add(lease), "not run: its lease may have expired before its claim's answer arrived",
+			"lease", lease, "since_lease_began", began.Sub(leaseFrom).Round(time.Millisecond))
+		return
+	}
+	if w.draining.Load() || w.jobsCtx.Err() != nil {
+		// Claimed while the worker was stopping (a claim under way when Stop
+		// was called): Stop gives such jobs back. Started after the hard
+		// stop, its handler's context was already canceled, and a job on its
+		// last attempt failed without a run.
+		w.giveBack(job, fence, log, release, began.Add(lease), "not run: the worker is stopping")
 		return
 	}
 	h := w.cfg.Workers.get(job.Kind)
@@ -85,6 +85,14 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 		w.observeLeaseLost(job)
 		log.Info("handler stopped", "reason", cause)
 		return
+	case errors.Is(cause, errLeaseUncertain):
+		// Heartbeats failed, but the lease may still be ours: report what the
+		// handler returned, and let the fence decide. Dropping it left a job
+		// whose handler had succeeded running under nobody until the reaper
+		// ran it again.
+		if o.err != nil {
+			o.err = fmt.Errorf("%v: %w", cause, o.err)
+		}
 	case o.err == nil && errors.Is(cause, errShutdown):
 		// Finished despite the hard stop: the result is real, keep it.
 	case errors.Is(cause, errShutdown) && !errors.Is(o.err, errShutdown):
@@ -95,6 +103,19 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 		o.err = fmt.Errorf("%v: %w", cause, o.err)
 	}
 	w.report(log, job, h, fence, o, began, lease)
+}
+
+// giveBack returns a job whose handler was never started to its queue without
+// using an execution (a snooze of zero, which the fence refuses if the job was
+// taken back already), and logs why.
+func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, release func(), deadline time.Time, why string, args ...any) {
+	release()
+	err := w.be.snooze(deadline, fence, 0)
+	if err != nil {
+		w.stats.LeaseLost.Add(1)
+		w.observeLeaseLost(job)
+	}
+	log.Warn(why, append(args, "given_back", err == nil, "err", err)...)
 }
 
 // heartbeatTiming is the heartbeat interval and the give-up margin (see
@@ -197,8 +218,8 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 		w.stats.Abandoned.Add(1)
 		w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
 			"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "grace", graceFor, "cause", context.Cause(ctx))
-		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; abandoned (its slot stays taken until it returns)",
-			graceFor)}
+		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; %w (its slot stays taken until it returns)",
+			graceFor, errAbandoned)}
 	}
 }
 
@@ -303,7 +324,7 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 	giveUp := leaseFrom.Add(lease - margin)
 	lost := func() {
 		cancel(fmt.Errorf("%w: no heartbeat succeeded in the %s since the lease was last renewed; it may expire within %s",
-			errLeaseLost, time.Since(giveUp.Add(margin-lease)).Round(time.Millisecond), margin))
+			errLeaseUncertain, time.Since(giveUp.Add(margin-lease)).Round(time.Millisecond), margin))
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -382,6 +403,13 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 	var snoozed bool
 	if o.err != nil {
 		f, snooze, snoozed = w.classify(job, h, o.err)
+		if errors.Is(o.err, errAbandoned) {
+			// The handler may still be running: its job runs again no sooner
+			// than its lease, renewed at most a lease ago, would have expired,
+			// as a crashed worker's does. At a shutdown's zero delay another
+			// worker ran it beside the abandoned handler at once.
+			f.retryDelay = max(f.retryDelay, lease)
+		}
 	}
 	if _, local := w.be.(*localBackend); !local || o.err != nil {
 		// A library worker's completions go without one (localBackend.complete).
