@@ -290,6 +290,21 @@ type HeartbeatResult struct {
 	CancelRequested bool
 }
 
+// HeartbeatReplay answers a repeated heartbeat (its request_id is in the log)
+// from the job as it is now: the lease the fence holds, if it still holds
+// one; cancel requested if the job was canceled at the fence's attempt; else
+// ErrLeaseLost. The job's current lease may be a later attempt's, which a
+// repeat must not pass off as the caller's.
+func HeartbeatReplay(j *Job, f FenceParams) (HeartbeatResult, error) {
+	switch {
+	case j.Status == lifecycle.StatusCanceled && j.Attempt == f.Attempt:
+		return HeartbeatResult{CancelRequested: true}, nil
+	case j.Status.Leased() && j.Attempt == f.Attempt && j.LeaseToken == f.LeaseToken && j.LeaseExpiresAt != nil:
+		return HeartbeatResult{LeaseExpiresAt: *j.LeaseExpiresAt}, nil
+	}
+	return HeartbeatResult{}, fmt.Errorf("heartbeat job %d (now %s, attempt %d): %w", j.ID, j.Status, j.Attempt, ErrLeaseLost)
+}
+
 // CompleteParams completes a running job.
 type CompleteParams struct {
 	FenceParams

@@ -28,6 +28,7 @@ var requestIDTests = []suiteTest{
 	{"SameRequestIDAtAnotherAttempt", testReplayOtherAttempt},
 	{"CancelWithAnotherCallsRequestID", testReplayCancelOfAnotherCall},
 	{"ReportWithAnotherCallsRequestID", testReplayOfAnotherKindOfCall},
+	{"HeartbeatRepeatAfterTheJobMovedOn", testReplayHeartbeatLater},
 }
 
 // wantReplay runs call, which repeats a request already applied to job id.
@@ -297,6 +298,29 @@ func testReplayOtherJob(h *harness) {
 		p := driver.CancelParams{ID: j.ID, RequestID: "same", Actor: "operator", Now: h.at(time.Second)}
 		h.transition("JobCancel", j.ID, lifecycle.EventCanceled, lifecycle.StatusCanceled, func() (*driver.Job, error) { return h.d.JobCancel(h.ctx, p) })
 	}
+}
+
+// testReplayHeartbeatLater: a heartbeat repeated after its attempt ended and
+// the job was claimed again is answered with ErrLeaseLost, not with the new
+// holder's lease, which told the stale holder its lease ran on (helper-37).
+func testReplayHeartbeatLater(h *harness) {
+	r := h.runningJob(nil)
+	hp := driver.HeartbeatParams{FenceParams: fence(r, h.at(2*time.Second))}
+	hp.RequestID, hp.LeaseDuration = "hb-1", leaseDuration
+	if _, err := h.d.JobHeartbeat(h.ctx, hp); err != nil {
+		h.t.Fatalf("JobHeartbeat: %v", err)
+	}
+	fp := failParams(h.at(3*time.Second), "try again", h.tm(4*time.Second), false)
+	fp.FenceParams = fence(r, h.at(3*time.Second))
+	h.transition("JobFail", r.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, fp) })
+	h.mustStart(h.mustClaimOne(driver.ClaimParams{ID: r.ID, Limit: 1, Owner: "other-worker", LeaseDuration: leaseDuration, Now: h.at(5 * time.Second)}), 6*time.Second)
+	h.rejected(r.ID, driver.ErrLeaseLost, "JobHeartbeat of attempt 1 repeated during attempt 2", func() error {
+		res, err := h.d.JobHeartbeat(h.ctx, hp)
+		if err == nil {
+			h.t.Logf("answered %+v", res)
+		}
+		return err
+	})
 }
 
 // retriedAndReclaimed runs a job to a retry reported with requestID at t0+2s

@@ -351,7 +351,7 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 			if err != nil {
 				return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 			}
-			return heartbeatAnswer(j, p.Attempt), nil
+			return driver.HeartbeatReplay(j, p.FenceParams)
 		}
 	}
 	j, err := d.fenced(ctx, d.pool, "heartbeat", p.FenceParams, driver.ErrLeaseLost, "JobHeartbeat",
@@ -364,6 +364,9 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 	}
 	if err != nil {
 		return driver.HeartbeatResult{}, err
+	}
+	if j.Replayed { // a repeat that ran beside its first call (see fenced)
+		return driver.HeartbeatReplay(j, p.FenceParams)
 	}
 	return heartbeatAnswer(j, p.Attempt), nil
 }

@@ -142,11 +142,8 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpHeartbeat}, p.Attempt); err != nil {
 			return err
 		} else if seen {
-			if before.LeaseExpiresAt != nil {
-				res.LeaseExpiresAt = *before.LeaseExpiresAt
-			}
-			res.CancelRequested = canceled
-			return nil
+			res, err = driver.HeartbeatReplay(before, p.FenceParams)
+			return err
 		}
 		after, err := queryJob(ctx, tx, queries.Get("JobHeartbeat"),
 			sql.Named("id", p.ID),
