@@ -65,9 +65,11 @@ type failure struct {
 }
 
 // retryable reports whether repeating a report (with the same request_id) may
-// succeed: not when the lease is lost or a server refused the request itself.
+// succeed: not when the lease is lost, or a server or the driver refused the
+// request itself (a result the database cannot store was retried for a whole
+// lease, and the job then ran again).
 func retryable(err error) bool {
-	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidArgument) {
 		return false
 	}
 	var re *RemoteError

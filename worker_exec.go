@@ -102,7 +102,36 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 	case o.err != nil && errors.Is(cause, errHandlerTimeout):
 		o.err = fmt.Errorf("%v: %w", cause, o.err)
 	}
+	o.err = readable(o.err)
 	w.report(log, job, h, fence, o, began, lease)
+}
+
+// readable returns err, or, if reading its text panics (a typed nil pointer
+// whose Error method dereferences it, a common slip), a PanicError saying so:
+// reporting the failure read it outside any recover, and the panic ended the
+// worker's process, and every job it held, each time the job ran again.
+func readable(err error) (out error) {
+	if err == nil {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out = &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) whose Error method panicked: %v", err, r), Stack: string(debug.Stack())}
+		}
+	}()
+	_ = err.Error()
+	return err
+}
+
+// encodeResult is json.Marshal, with a panic of the value's own MarshalJSON
+// (which json.Marshal passes on) turned into an error with its stack.
+func encodeResult(v any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, &PanicError{Value: fmt.Sprintf("encoding panicked: %v", r), Stack: string(debug.Stack())}
+		}
+	}()
+	return json.Marshal(v)
 }
 
 // giveBack returns a job whose handler was never started to its queue without
@@ -390,9 +419,9 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 		result = jsonNull
 		if o.result != nil {
 			var err error
-			if result, err = json.Marshal(o.result); err != nil {
+			if result, err = encodeResult(o.result); err != nil {
 				o.err = Permanent(fmt.Errorf("encode result of kind %q: %w", job.Kind, err))
-			} else if err = driver.CheckJSON("result", result); err != nil {
+			} else if err = driver.CheckResult(result); err != nil {
 				// Retrying would only fail the same way; say why, once.
 				o.err = Permanent(fmt.Errorf("result of kind %q cannot be stored: %w", job.Kind, err))
 			}
@@ -493,13 +522,18 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 // what any request can carry.
 func refusedFailure(handlerErr error, snoozed bool, f failure, refusal error) failure {
 	const keep = 4 << 10
+	by := "the database"
+	var re *RemoteError
+	if errors.As(refusal, &re) {
+		by = "the server"
+	}
 	switch {
 	case handlerErr == nil:
-		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the result was refused by the server: %v", refusal), keep)), permanent: true}
+		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the result was refused by %s: %v", by, refusal), keep)), permanent: true}
 	case snoozed:
-		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the snooze was refused by the server: %v", refusal), keep))}
+		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the snooze was refused by %s: %v", by, refusal), keep))}
 	}
-	f.err = truncate(fmt.Sprintf("the failure report was refused by the server: %v; the handler's error: %s", refusal, f.err), keep)
+	f.err = truncate(fmt.Sprintf("the failure report was refused by %s: %v; the handler's error: %s", by, refusal, f.err), keep)
 	f.stack = ""
 	return f
 }
@@ -532,7 +566,7 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d tim
 	var perm *permanentError
 	f = failure{
 		err: failureMessage(err), permanent: errors.As(err, &perm),
-		retryDelay: backoff(job.Executions), // added to the database clock, never ours
+		retryDelay: w.backoffOf(backoff, job), // added to the database clock, never ours
 	}
 	if errors.Is(err, errShutdown) {
 		f.retryDelay = 0 // interrupted, not failing: another worker may take it at once
@@ -542,6 +576,18 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d tim
 		f.stack = driver.CleanText(panicErr.Stack)
 	}
 	return f, 0, false
+}
+
+// backoffOf is backoff's delay after the job's executions, or DefaultBackoff's
+// if backoff panics: a panic there ended the worker's process.
+func (w *Worker) backoffOf(backoff Backoff, job *Job) (d time.Duration) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("backoff function panicked; using DefaultBackoff", "job", job.ID, "kind", job.Kind, "panic", r)
+			d = DefaultBackoff(job.Executions)
+		}
+	}()
+	return backoff(job.Executions)
 }
 
 // failureMessage is the error text a failure reports: err's, cleaned (see

@@ -1,0 +1,94 @@
+package drover_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover"
+)
+
+// nilPtrErr has a pointer receiver, as error types often do: a handler that
+// returns a typed nil *nilPtrErr returns a non-nil error whose Error panics.
+type nilPtrErr struct{ msg string }
+
+func (e *nilPtrErr) Error() string { return e.msg }
+
+// panickyResult's MarshalJSON panics (json.Marshal passes the panic on).
+type panickyResult struct{ inner *struct{ V int } }
+
+func (r panickyResult) MarshalJSON() ([]byte, error) { return []byte{byte('0' + r.inner.V)}, nil }
+
+// What a handler hands back is read outside the handler's own recover: an
+// error whose Error method panics, a result whose encoding panics, and a
+// backoff function that panics each ended the worker's process, with every
+// job it held, and again each time the job ran (helper-39). They end their
+// job instead, and the worker runs on.
+func TestUserCodePanicsAfterTheHandlerEndOnlyTheJob(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "nil-error", func(context.Context, *drover.Job, struct{}) (any, error) {
+			var e *nilPtrErr // "no error", from a helper that returns *nilPtrErr
+			return nil, e
+		})
+		drover.Register(ws, "bad-result", func(context.Context, *drover.Job, struct{}) (any, error) {
+			return panickyResult{}, nil
+		})
+		drover.Register(ws, "bad-backoff", func(context.Context, *drover.Job, struct{}) (any, error) {
+			return nil, errors.New("boom")
+		}, drover.WithBackoff(func(int) time.Duration { var m map[int]time.Duration; m[1] = 0; return 0 }))
+		startWorker(t, c, fastWorkerConfig(ws))
+		for _, tc := range []struct{ kind, err string }{
+			{"nil-error", "whose Error method panicked"},
+			{"bad-result", "encoding panicked"}, // permanent, as any result that cannot be encoded
+			{"bad-backoff", ""},                 // retried, after DefaultBackoff's delay
+		} {
+			opts := &drover.EnqueueOpts{MaxAttempts: 1}
+			if tc.kind == "bad-backoff" {
+				opts.MaxAttempts = 2
+			}
+			id := enqueue(t, c, tc.kind, nil, opts).ID
+			if tc.kind == "bad-backoff" {
+				j := waitJob(t, c, id, "retried", func(j *drover.Job) bool { return j.Status == drover.StatusQueued && j.Executions == 1 })
+				if !j.RunAt.After(time.Now()) {
+					t.Errorf("%s: retried at %s, want DefaultBackoff's delay ahead", tc.kind, j.RunAt)
+				}
+				continue
+			}
+			j := waitStatus(t, c, id, drover.StatusFailed)
+			if !strings.Contains(j.Error, tc.err) || j.Executions != 1 {
+				t.Errorf("%s: %s; want failed with %q", tc.kind, describe(j), tc.err)
+			}
+		}
+	})
+}
+
+// A result json.Marshal encodes but the database cannot store (nesting deeper
+// than json.Valid's 10,000 levels) fails its job at once, saying why: the
+// refusal was retried for a whole lease, the job left running, and then run
+// again (helper-39).
+func TestUnstorableResultFailsItsJob(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "deep", func(context.Context, *drover.Job, struct{}) (any, error) {
+			runs.Add(1)
+			var v any = []any{}
+			for range 20000 {
+				v = []any{v}
+			}
+			return v, nil
+		})
+		startWorker(t, c, fastWorkerConfig(ws))
+		id := enqueue(t, c, "deep", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+		j := waitStatus(t, c, id, drover.StatusFailed, drover.StatusSucceeded)
+		if j.Status != drover.StatusFailed || !strings.Contains(j.Error, "result") || runs.Load() != 1 {
+			t.Errorf("%s, ran %d times; want failed at once, its error about the result", describe(j), runs.Load())
+		}
+	})
+}
