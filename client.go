@@ -45,8 +45,8 @@ func NewClient(drv driver.Driver, cfg *Config) (*Client, error) {
 	if c.cfg.DefaultMaxAttempts == 0 {
 		c.cfg.DefaultMaxAttempts = DefaultMaxAttempts
 	}
-	if c.cfg.DefaultMaxAttempts < 0 {
-		return nil, driver.Invalid("default_max_attempts", "%d is negative", c.cfg.DefaultMaxAttempts)
+	if c.cfg.DefaultMaxAttempts < 0 || c.cfg.DefaultMaxAttempts > driver.MaxInt32 {
+		return nil, driver.Invalid("default_max_attempts", "%d, must be 0 (the default) to %d", c.cfg.DefaultMaxAttempts, driver.MaxInt32)
 	}
 	if c.cfg.MaxPayloadBytes < 0 {
 		return nil, driver.Invalid("max_payload_bytes", "%d is negative", c.cfg.MaxPayloadBytes)

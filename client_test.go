@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
@@ -110,10 +113,14 @@ func TestClientDefaultMaxAttemptsConfig(t *testing.T) {
 			t.Errorf("max_attempts = %d with Config.DefaultMaxAttempts 3, want 3", j.MaxAttempts)
 		}
 	})
-	if _, err := drover.NewClient(testdb.Open(t, "sqlite"), &drover.Config{DefaultMaxAttempts: -1}); err == nil {
-		t.Error("NewClient with DefaultMaxAttempts -1: no error, want invalid default_max_attempts")
-	} else {
-		wantInvalid(t, err, "default_max_attempts")
+	// Above the column's bound it was taken, and every enqueue without its own
+	// max_attempts then failed on a field its caller never set (helper-39).
+	for _, n := range []int{-1, math.MaxInt32 + 1} {
+		if _, err := drover.NewClient(testdb.Open(t, "sqlite"), &drover.Config{DefaultMaxAttempts: n}); err == nil {
+			t.Errorf("NewClient with DefaultMaxAttempts %d: no error, want invalid default_max_attempts", n)
+		} else {
+			wantInvalid(t, err, "default_max_attempts")
+		}
 	}
 	// A negative limit was taken as the 1 MiB default without a word.
 	if _, err := drover.NewClient(testdb.Open(t, "sqlite"), &drover.Config{MaxPayloadBytes: -1}); err == nil {
@@ -332,7 +339,12 @@ func TestEnqueueTxWrongType(t *testing.T) {
 		if kind == "postgres" {
 			wrong = &sql.Tx{} // the SQLite kind of transaction
 		}
-		for _, tx := range []any{wrong, nil} {
+		// A typed nil (var tx *sql.Tx, never begun) panicked (helper-39).
+		var typedNil any = (*sql.Tx)(nil)
+		if kind == "postgres" {
+			typedNil = (*pgxpool.Tx)(nil)
+		}
+		for _, tx := range []any{wrong, nil, typedNil} {
 			_, err := c.EnqueueTx(context.Background(), tx, "k", nil, nil)
 			if err == nil {
 				t.Fatalf("EnqueueTx with a %T: no error, want one naming %s", tx, want)
@@ -340,6 +352,7 @@ func TestEnqueueTxWrongType(t *testing.T) {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("EnqueueTx with a %T: error %q does not name the expected %s", tx, err, want)
 			}
+			wantInvalid(t, err, "tx")
 		}
 		wantNoJobs(t, c)
 	})

@@ -19,7 +19,7 @@ import (
 // WorkerConfig configures a Worker. Zero values take the defaults in brackets.
 type WorkerConfig struct {
 	ID                string         // identifies the worker in leases and events [host-pid-random]
-	Queues            map[string]int // queue name → handlers run at once [{"default": 10}]; a slot frees when its handler returns, and at most 2×N+CompletionBatch of a queue's jobs are held while their outcomes are written
+	Queues            map[string]int // queue name → handlers run at once, 1 to 1,000,000 [{"default": 10}]; a slot frees when its handler returns, and at most 2×N+CompletionBatch of a queue's jobs are held while their outcomes are written
 	Workers           *Workers       // the handlers (required)
 	LeaseDuration     time.Duration  // how long a claim is trusted without a heartbeat [30s]
 	HeartbeatInterval time.Duration  // [LeaseDuration/3]
@@ -29,7 +29,7 @@ type WorkerConfig struct {
 	DefaultTimeout    time.Duration  // for jobs and kinds that set none; negative: none [1m]
 	TimeoutGrace      time.Duration  // how long a handler may take to return after its context ends before it is abandoned (its attempt reported, its slot kept until it returns); at most half the lease, whatever is set here (see Worker.grace) [10s]
 	Backoff           Backoff        // retry delay unless the kind overrides it [DefaultBackoff]; a remote worker's server decides instead
-	CompletionBatch   int            // most completions written in one transaction; 1: no batching [100]; local workers only
+	CompletionBatch   int            // most completions written in one transaction, up to 10,000; 1: no batching [100]; local workers only
 	// Wakeups, when set, is a wake-up transport (e.g. wakeup.NewNATS) whose pointers
 	// trigger claims in addition to the driver's own wake-ups; each pointer is
 	// acknowledged after the claim it triggered.
@@ -93,6 +93,14 @@ func NewWorker(c *Client, cfg *WorkerConfig) (*Worker, error) {
 	return w, nil
 }
 
+// Upper bounds of WorkerConfig: a queue's handler slots, and the completions
+// one write carries (Start makes a channel that size). Past them a worker
+// overflowed its bound on jobs in flight and never claimed, or Start panicked.
+const (
+	maxConcurrency     = 1_000_000
+	maxCompletionBatch = 10_000
+)
+
 // newWorker applies the defaults of cfg and validates it; the caller sets the backend.
 func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	w := &Worker{cfg: *cfg}
@@ -110,8 +118,8 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 		if err := driver.ValidateName("queue", q); err != nil {
 			return nil, err
 		}
-		if n < 1 {
-			return nil, driver.Invalid("concurrency", "queue %q: %d, must be at least 1", q, n)
+		if n < 1 || n > maxConcurrency {
+			return nil, driver.Invalid("concurrency", "queue %q: %d, must be 1 to %d", q, n, maxConcurrency)
 		}
 	}
 	if cf.LeaseDuration == 0 {
@@ -138,8 +146,8 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	if cf.ClaimBatch < 0 {
 		return nil, driver.Invalid("claim_batch", "%d, must not be negative", cf.ClaimBatch)
 	}
-	if cf.CompletionBatch < 0 {
-		return nil, driver.Invalid("completion_batch", "%d, must not be negative", cf.CompletionBatch)
+	if cf.CompletionBatch < 0 || cf.CompletionBatch > maxCompletionBatch {
+		return nil, driver.Invalid("completion_batch", "%d, must be 0 (the default) to %d", cf.CompletionBatch, maxCompletionBatch)
 	}
 	if cf.TimeoutGrace < 0 {
 		return nil, driver.Invalid("timeout_grace", "%s, must not be negative", cf.TimeoutGrace)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -621,6 +622,11 @@ func TestWorkerConfigValidation(t *testing.T) {
 	}{
 		{"concurrency 0", drover.WorkerConfig{Workers: ws, Queues: map[string]int{"q": 0}}, "concurrency"},
 		{"negative concurrency", drover.WorkerConfig{Workers: ws, Queues: map[string]int{"q": -1}}, "concurrency"},
+		// Accepted, these overflowed the bound on jobs in flight (the worker never
+		// claimed) or made Start panic (helper-39).
+		{"huge concurrency", drover.WorkerConfig{Workers: ws, Queues: map[string]int{"q": 1 << 62}}, "concurrency"},
+		{"huge completion batch", drover.WorkerConfig{Workers: ws, CompletionBatch: math.MaxInt}, "completion_batch"},
+		{"negative completion batch", drover.WorkerConfig{Workers: ws, CompletionBatch: -1}, "completion_batch"},
 		{"bad queue name", drover.WorkerConfig{Workers: ws, Queues: map[string]int{"a b": 1}}, "queue"},
 		{"heartbeat equal to lease", drover.WorkerConfig{Workers: ws, LeaseDuration: time.Second, HeartbeatInterval: time.Second}, "heartbeat_interval"},
 		{"heartbeat above lease", drover.WorkerConfig{Workers: ws, LeaseDuration: time.Second, HeartbeatInterval: 2 * time.Second}, "heartbeat_interval"},

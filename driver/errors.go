@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/drover-dev/drover/lifecycle"
@@ -43,6 +44,13 @@ func (e *ValidationError) Unwrap() error { return ErrInvalidArgument }
 // Invalid returns a *ValidationError.
 func Invalid(field, format string, a ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, a...)}
+}
+
+// IsNilPointer reports whether v holds a nil pointer (a typed nil, which a
+// type assertion lets through).
+func IsNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // RequestReused is the error of a lease holder's call whose request_id the job's

@@ -23,8 +23,8 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 // JobInsertManyTx implements driver.Driver; tx must be a pgx.Tx.
 func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	ptx, ok := tx.(pgx.Tx)
-	if !ok {
-		return nil, fmt.Errorf("insert jobs: the PostgreSQL driver needs a pgx.Tx, got %T", tx)
+	if !ok || driver.IsNilPointer(tx) {
+		return nil, driver.Invalid("tx", "the PostgreSQL driver needs a pgx.Tx, got %T(%v)", tx, tx)
 	}
 	if len(params) == 0 {
 		return nil, nil

@@ -34,8 +34,8 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 // is published at once; a premature wake-up only makes a worker poll early.
 func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	sqlTx, ok := tx.(*sql.Tx)
-	if !ok {
-		return nil, fmt.Errorf("sqlitedriver: JobInsertManyTx needs a *sql.Tx, got %T", tx)
+	if !ok || sqlTx == nil {
+		return nil, driver.Invalid("tx", "the SQLite driver needs a *sql.Tx begun on its DB(), got %T(%v)", tx, tx)
 	}
 	now := time.Now().UTC()
 	// insertMany runs several statements, and a failed one does not end a
