@@ -62,6 +62,21 @@ func RequestReused(requestID string, jobID int64, usedBy, attempt int) error {
 		requestID, usedBy, jobID, attempt)
 }
 
+// ClaimRequestReused is the error of a claim whose request_id a claim by
+// another actor (a "worker:<id>") used: a claim's request_id is its worker's.
+// Answered as a repeat, the other worker's claims came back empty while jobs
+// were ready.
+func ClaimRequestReused(requestID, usedBy string) error {
+	return Invalid("request_id", "%q was used by a claim of %s; a claim needs a request_id of its own", requestID, usedBy)
+}
+
+// ClaimRequestInLog is the error of a claim whose request_id the log of a job
+// it would take holds from another call (a report's): the claim is refused,
+// and claims nothing.
+func ClaimRequestInLog(requestID string) error {
+	return Invalid("request_id", "%q is in the log of a job this claim would take, from another call; a claim needs a request_id of its own", requestID)
+}
+
 // CheckRepeat decides whether a call whose request_id the job's log already
 // holds, in an event of type logged written at attempt usedBy, repeats that
 // call (nil: it is answered, and nothing changes) or is a new call that reused

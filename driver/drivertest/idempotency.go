@@ -29,6 +29,8 @@ var requestIDTests = []suiteTest{
 	{"CancelWithAnotherCallsRequestID", testReplayCancelOfAnotherCall},
 	{"ReportWithAnotherCallsRequestID", testReplayOfAnotherKindOfCall},
 	{"HeartbeatRepeatAfterTheJobMovedOn", testReplayHeartbeatLater},
+	{"ClaimWithAnotherWorkersRequestID", testClaimRequestOfAnotherWorker},
+	{"ClaimWithARequestIDInACandidatesLog", testClaimRequestInALog},
 }
 
 // wantReplay runs call, which repeats a request already applied to job id.
@@ -321,6 +323,47 @@ func testReplayHeartbeatLater(h *harness) {
 		}
 		return err
 	})
+}
+
+// testClaimRequestOfAnotherWorker: a claim's request_id is its worker's. A
+// claim by another worker with it is refused naming request_id and claims
+// nothing; answered as a repeat, it came back empty while jobs were ready,
+// for as long as the first claim's events lived (helper-38).
+func testClaimRequestOfAnotherWorker(h *harness) {
+	h.mustEnqueue(nil)
+	ready := h.mustEnqueue(nil)
+	p := h.claimParams(0)
+	p.RequestID = "claim-w1"
+	h.mustClaimOne(p)
+	p.Owner, p.Now = "worker-2", h.at(time.Second)
+	h.rejected(ready.ID, driver.ErrInvalidArgument, "JobClaim by another worker with worker-1's request_id", func() error {
+		_, err := h.d.JobClaim(h.ctx, p)
+		var ve *driver.ValidationError
+		if errors.As(err, &ve) && ve.Field != "request_id" {
+			h.t.Errorf("error names %q, want request_id", ve.Field)
+		}
+		return err
+	})
+}
+
+// testClaimRequestInALog: a claim whose request_id the log of a job it would
+// take holds from another call (a report) is refused naming request_id and
+// claims nothing; it failed on the event index's uniqueness with an internal
+// error, a 500 over HTTP (helper-38).
+func testClaimRequestInALog(h *harness) {
+	r := h.runningJob(nil)
+	fp := failParams(h.at(2*time.Second), "again", h.tm(2*time.Second), false)
+	fp.FenceParams = fence(r, h.at(2*time.Second))
+	fp.RequestID = "used-1"
+	h.transition("JobFail", r.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, fp) })
+	p := h.claimParams(3 * time.Second)
+	p.RequestID = "used-1"
+	h.rejected(r.ID, driver.ErrInvalidArgument, "JobClaim with a request_id in the candidate's log", func() error {
+		_, err := h.d.JobClaim(h.ctx, p)
+		return err
+	})
+	p.RequestID = "claim-2"
+	h.mustClaimOne(p)
 }
 
 // retriedAndReclaimed runs a job to a retry reported with requestID at t0+2s

@@ -52,11 +52,15 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 			_ = conn.Conn().Close(ctx) // ending the session releases the lock
 		}
 	}()
-	var seen bool
-	if err := conn.QueryRow(ctx, queries.Get("ClaimSeen"), p.RequestID).Scan(&seen); err != nil {
+	var by string
+	err = conn.QueryRow(ctx, queries.Get("ClaimSeen"), p.RequestID).Scan(&by)
+	switch {
+	case isNoRows(err):
+	case err != nil:
 		return nil, fmt.Errorf("claim: %w", err)
-	}
-	if seen {
+	case by != "worker:"+p.Owner:
+		return nil, driver.ClaimRequestReused(p.RequestID, by)
+	default:
 		rows, err := conn.Query(ctx, queries.Get("ClaimReplay"), p.RequestID, p.Owner)
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
@@ -70,7 +74,11 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		}
 		return jobs, nil
 	}
-	return d.claim(ctx, conn, p)
+	jobs, err := d.claim(ctx, conn, p)
+	if isRequestRepeat(err) {
+		return nil, driver.ClaimRequestInLog(p.RequestID)
+	}
+	return jobs, err
 }
 
 // claimRequestLock is the first key of the advisory locks JobClaim takes on

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -92,6 +93,9 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 	events := batchStmt{name: "ClaimEvents", cols: 3,
 		scalars: []any{p.Start, micros(now), leaseActor(p.Owner), nullString(p.RequestID)}}
 	if err := events.exec(ctx, tx, evs); err != nil {
+		if p.RequestID != "" && strings.Contains(err.Error(), "UNIQUE constraint failed: drover_job_events.job_id, drover_job_events.request_id") {
+			return nil, driver.ClaimRequestInLog(p.RequestID)
+		}
 		return nil, fmt.Errorf("claim: append %d jobs' events: %w", len(jobs), err)
 	}
 	return jobs, nil
@@ -100,11 +104,15 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 // claimReplay answers a repeated claim request: ok is true if requestID claimed
 // jobs before, and jobs are those whose lease from that claim Owner still holds.
 func claimReplay(ctx context.Context, tx *sql.Tx, p driver.ClaimParams) (jobs []*driver.Job, ok bool, err error) {
-	if err := tx.QueryRowContext(ctx, queries.Get("ClaimRequestSeen"), sql.Named("request_id", p.RequestID)).Scan(&ok); err != nil {
-		return nil, false, fmt.Errorf("claim: look up request_id: %w", err)
-	}
-	if !ok {
+	var by string
+	err = tx.QueryRowContext(ctx, queries.Get("ClaimRequestSeen"), sql.Named("request_id", p.RequestID)).Scan(&by)
+	switch {
+	case err == sql.ErrNoRows:
 		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("claim: look up request_id: %w", err)
+	case by != leaseActor(p.Owner):
+		return nil, false, driver.ClaimRequestReused(p.RequestID, by)
 	}
 	jobs, err = queryJobs(ctx, tx, queries.Get("ClaimReplay"), sql.Named("request_id", p.RequestID), sql.Named("owner", p.Owner))
 	if err != nil {

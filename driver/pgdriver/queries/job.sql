@@ -97,7 +97,8 @@ ORDER BY seq;
 SELECT attempt, type FROM drover_job_events WHERE request_id = $1 AND job_id = $2;
 
 -- name: ClaimSeen
-SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = $1 AND type = 'claimed');
+-- Who made the claim of request_id $1, if one was made.
+SELECT actor FROM drover_job_events WHERE request_id = $1 AND type = 'claimed' LIMIT 1;
 
 -- name: ClaimReplay
 -- The jobs a repeated claim request took the first time that its owner still holds

@@ -58,7 +58,8 @@ SELECT j.id, j.rev - p.start, c.type, c.from_status, CASE WHEN p.start THEN 'run
 FROM c JOIN drover_jobs AS j ON j.id = c.id JOIN p;
 
 -- name: ClaimRequestSeen
-SELECT EXISTS (SELECT 1 FROM drover_job_events WHERE request_id = :request_id AND type = 'claimed');
+-- Who made the claim of the request_id, if one was made.
+SELECT actor FROM drover_job_events WHERE request_id = :request_id AND type = 'claimed' LIMIT 1;
 
 -- name: ClaimReplay
 -- The jobs a repeated claim request took the first time, if that claim's lease is
