@@ -117,6 +117,30 @@ func decode(r *http.Request, v any) error {
 		}
 		return badRequest("reading the request body: %v", err)
 	}
+	return decodeBytes(body, v)
+}
+
+// decodeOptional is decode for an endpoint whose body is optional: an empty
+// body (or only whitespace) leaves v as it is. An endpoint that takes no
+// fields passes &struct{}{}: anything but {} is then refused, rather than
+// ignored (a request_id sent to one that takes none was silently dropped).
+func decodeOptional(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return decodeBytes(body, v)
+}
+
+// decodeBytes is decode of a body already read.
+func decodeBytes(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

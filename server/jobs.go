@@ -279,12 +279,29 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// cancelJob cancels a job. Its optional body {"request_id": "…"} makes a
+// repeat of the call (its answer was lost) answer the job again rather than
+// 422 for a job already canceled, which looked the same as a job someone else
+// canceled.
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
 		return err
 	}
-	j, err := s.client.Cancel(r.Context(), id)
+	var req struct {
+		RequestID *string `json:"request_id"`
+	}
+	if err := decodeOptional(r, &req); err != nil {
+		return err
+	}
+	p := driver.CancelParams{ID: id, Actor: "operator"}
+	if req.RequestID != nil {
+		if err := checkRequestID(*req.RequestID); err != nil {
+			return err
+		}
+		p.RequestID = *req.RequestID
+	}
+	j, err := s.drv.JobCancel(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -295,6 +312,9 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
+		return err
+	}
+	if err := decodeOptional(r, &struct{}{}); err != nil {
 		return err
 	}
 	j, err := s.client.DLQRequeue(r.Context(), id)
@@ -316,6 +336,9 @@ func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) error {
 	// A purge must not drop a second queue, or every queue, without a word.
 	q, err := queryParams(r, nil, "queue")
 	if err != nil {
+		return err
+	}
+	if err := decodeOptional(r, &struct{}{}); err != nil {
 		return err
 	}
 	queue := q.Get("queue")
@@ -361,6 +384,9 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
 	name := r.PathValue("name")
+	if err := decodeOptional(r, &struct{}{}); err != nil {
+		return err
+	}
 	var err error
 	if paused {
 		err = s.client.PauseQueue(r.Context(), name)

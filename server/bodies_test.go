@@ -1,0 +1,60 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// A cancel may carry a request_id: repeated (its answer was lost), it answers
+// the job again, where a plain repeat gets 422 for a job already canceled,
+// which looks the same as a job someone else canceled. Endpoints that take no
+// body refuse one with a field, rather than ignore it: a request_id sent to
+// them was dropped without a word (helper-38 F4).
+func TestOperatorCallsAndTheirBodies(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{})
+			for range 2 {
+				if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+					t.Fatalf("POST /jobs: %d %s", code, body)
+				}
+			}
+			for i, want := range []int{http.StatusOK, http.StatusOK} {
+				code, _, body := call(t, s, "POST", "/jobs/1/cancel", "", []byte(`{"request_id":"c-1"}`))
+				if code != want || !strings.Contains(string(body), `"status":"canceled"`) {
+					t.Errorf("cancel with request_id c-1, call %d: %d %s; want %d with the canceled job", i+1, code, body, want)
+				}
+			}
+			if code, _, body := call(t, s, "POST", "/jobs/1/cancel", "", nil); code != http.StatusUnprocessableEntity {
+				t.Errorf("cancel of a canceled job without a request_id: %d %s; want 422", code, body)
+			}
+			if code, _, body := call(t, s, "POST", "/jobs/2/cancel", "", []byte(`{"request_id":"c-1","reason":"x"}`)); code != http.StatusBadRequest ||
+				!strings.Contains(string(body), "reason") {
+				t.Errorf("cancel with an unknown field: %d %s; want 400 naming it", code, body)
+			}
+			for _, tc := range []struct{ method, path string }{
+				{"POST", "/dlq/2/requeue"},
+				{"DELETE", "/dlq"},
+				{"POST", "/queues/default/pause"},
+				{"POST", "/queues/default/resume"},
+			} {
+				code, _, body := call(t, s, tc.method, tc.path, "", []byte(`{"request_id":"x"}`))
+				if code != http.StatusBadRequest || !strings.Contains(string(body), "request_id") {
+					t.Errorf("%s %s with a body it does not take: %d %s; want 400 naming request_id", tc.method, tc.path, code, body)
+				}
+			}
+			for _, body := range []string{"", "{}", " \n"} {
+				if code, _, got := call(t, s, "POST", "/queues/default/pause", "", []byte(body)); code != http.StatusOK {
+					t.Errorf("pause with body %q: %d %s; want 200", body, code, got)
+				}
+			}
+			if code, _, body := call(t, s, "GET", fmt.Sprintf("/jobs/%d", 2), "", nil); code != http.StatusOK || !strings.Contains(string(body), `"status":"queued"`) {
+				t.Errorf("job 2 after the refused calls: %d %s; want it queued", code, body)
+			}
+		})
+	}
+}
