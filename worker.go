@@ -22,8 +22,8 @@ type WorkerConfig struct {
 	Queues            map[string]int // queue name → handlers run at once, 1 to 1,000,000 [{"default": 10}]; a slot frees when its handler returns, and at most 2×N+CompletionBatch of a queue's jobs are held while their outcomes are written
 	Workers           *Workers       // the handlers (required)
 	LeaseDuration     time.Duration  // how long a claim is trusted without a heartbeat [30s]
-	HeartbeatInterval time.Duration  // [LeaseDuration/3]
-	PollInterval      time.Duration  // fallback when no wake-up arrives [1s]
+	HeartbeatInterval time.Duration  // at least 10ms [LeaseDuration/3]
+	PollInterval      time.Duration  // fallback when no wake-up arrives; at least 10ms [1s]
 	ClaimBatch        int            // most jobs one claim takes, bounded by free slots [the queue's concurrency, at most 100]
 	ClaimCooldown     time.Duration  // under a backlog, how long to wait for half a batch of slots to free before claiming fewer [5ms]; negative: never wait
 	DefaultTimeout    time.Duration  // for jobs and kinds that set none; negative: none [1m]
@@ -101,6 +101,10 @@ const (
 	maxCompletionBatch = 10_000
 )
 
+// minInterval bounds HeartbeatInterval and PollInterval from below: at a
+// nanosecond, heartbeats or claims ran in a loop against the database.
+const minInterval = 10 * time.Millisecond
+
 // newWorker applies the defaults of cfg and validates it; the caller sets the backend.
 func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	w := &Worker{cfg: *cfg}
@@ -134,14 +138,14 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	if cf.HeartbeatInterval >= cf.LeaseDuration {
 		return nil, driver.Invalid("heartbeat_interval", "%s must be shorter than the lease (%s)", cf.HeartbeatInterval, cf.LeaseDuration)
 	}
-	if cf.HeartbeatInterval < 0 {
-		return nil, driver.Invalid("heartbeat_interval", "%s, must be positive", cf.HeartbeatInterval)
+	if cf.HeartbeatInterval < minInterval {
+		return nil, driver.Invalid("heartbeat_interval", "%s, must be at least %s", cf.HeartbeatInterval, minInterval)
 	}
 	if cf.PollInterval == 0 {
 		cf.PollInterval = time.Second
 	}
-	if cf.PollInterval < 0 {
-		return nil, driver.Invalid("poll_interval", "%s, must be positive", cf.PollInterval)
+	if cf.PollInterval < minInterval {
+		return nil, driver.Invalid("poll_interval", "%s, must be at least %s", cf.PollInterval, minInterval)
 	}
 	if cf.ClaimBatch < 0 {
 		return nil, driver.Invalid("claim_batch", "%d, must not be negative", cf.ClaimBatch)
