@@ -332,6 +332,7 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 	backlog := false // the last claim filled its batch: more work is waiting
+	var failing claimFailures
 	batch := min(slots, w.cfg.ClaimBatch)
 	for {
 		// starved: no room to claim. Only then does a freed slot call for a claim;
@@ -369,7 +370,9 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				obs.Claimed(queue, len(jobs))
 			}
 			if err != nil && ctx.Err() == nil {
-				w.log.Error("claim failed", "queue", queue, "err", err)
+				failing.failed(w.log, queue, err)
+			} else if err == nil {
+				failing.succeeded(w.log, queue)
 			}
 			// Acked after the claim, whether it got their jobs or not (the job rows
 			// are the truth); after a failed claim they stay unacked and come back.
@@ -442,6 +445,35 @@ func defaultWorkerID() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// claimFailures logs a queue's failing claims: the first, then a changed
+// error, and otherwise at most once a minute with the count, and once when
+// claims succeed again. A worker with a wrong token, or a database down for
+// an hour, logged an error at every poll.
+type claimFailures struct {
+	n             int       // failures in a row
+	since, logged time.Time // the first of them; the last one logged
+	last          string    // the last one logged
+}
+
+func (c *claimFailures) failed(log *slog.Logger, queue string, err error) {
+	now := time.Now()
+	if c.n == 0 {
+		c.since = now
+	}
+	c.n++
+	if msg := err.Error(); c.n == 1 || msg != c.last || now.Sub(c.logged) >= time.Minute {
+		log.Error("claim failed", "queue", queue, "err", err, "failures", c.n, "since", c.since.Format(time.RFC3339))
+		c.last, c.logged = msg, now
+	}
+}
+
+func (c *claimFailures) succeeded(log *slog.Logger, queue string) {
+	if c.n > 0 {
+		log.Info("claims succeed again", "queue", queue, "failures", c.n, "for", time.Since(c.since).Round(time.Millisecond))
+		*c = claimFailures{}
+	}
 }
 
 // queueWake is one queue's wake-up signal plus the transport pointers received
