@@ -139,7 +139,16 @@ func encodeResult(v any) (b []byte, err error) {
 // taken back already), and logs why.
 func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, release func(), deadline time.Time, why string, args ...any) {
 	release()
-	err := w.be.snooze(deadline, fence, 0)
+	// Retried while it may succeed, as a report is: a job not given back
+	// sits running until its lease expires, and the reaper counts the
+	// execution its claim took (on a last attempt: failed without a run).
+	var err error
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		if err = w.be.snooze(deadline, fence, 0); err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+	}
 	if err != nil {
 		w.stats.LeaseLost.Add(1)
 		w.observeLeaseLost(job)

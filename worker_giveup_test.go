@@ -3,6 +3,7 @@ package drover_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,6 +136,54 @@ func TestClaimAnsweredAfterTheHardStopIsGivenBack(t *testing.T) {
 		}
 		if j := getJob(t, base, id); j.Status != drover.StatusQueued || j.Executions != 0 {
 			t.Errorf("claimed by a worker at its hard stop: %s; want given back: queued, no execution used", describe(j))
+		}
+	})
+}
+
+// snoozeFailsOnce is answerAfterHardStop whose first JobSnooze fails with a
+// transient error.
+type snoozeFailsOnce struct {
+	*answerAfterHardStop
+	failed atomic.Bool
+}
+
+func (s *snoozeFailsOnce) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
+	if s.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
+	}
+	return s.Driver.JobSnooze(ctx, p)
+}
+
+// A give-back whose snooze fails for a transient reason is tried again: left
+// running, the job waited for its lease to expire and the reaper counted the
+// execution its claim took, failing a job on its last attempt without a run.
+func TestGiveBackIsRetried(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		base := newClient(t, kind, nil)
+		drv := &snoozeFailsOnce{answerAfterHardStop: &answerAfterHardStop{Driver: base.Driver(), committed: make(chan struct{})}}
+		c, err := drover.NewClient(drv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := drover.NewWorkers()
+		drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) { return "paid", nil })
+		w, err := drover.NewWorker(c, fastWorkerConfig(ws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		id := enqueue(t, base, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		waitChan(t, drv.committed, "the claim to commit")
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now())
+		defer cancel()
+		_ = w.Stop(ctx)
+		if !drv.failed.Load() {
+			t.Fatal("no give-back was tried")
+		}
+		if j := getJob(t, base, id); j.Status != drover.StatusQueued || j.Executions != 0 {
+			t.Errorf("after a give-back whose first try failed: %s; want queued, no execution used", describe(j))
 		}
 	})
 }
