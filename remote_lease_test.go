@@ -221,3 +221,38 @@ func TestRepeatedClaimFailuresAreLoggedOnce(t *testing.T) {
 		t.Errorf("%d claims refused, %d logged; want 1 logged:\n%s", claims.Load(), n, logs.String())
 	}
 }
+
+// A long poll cut on its way (a proxy's idle timeout) is resent with its
+// request_id; a job the resend claims late in its own wait is the resend's,
+// its lease counted from the resend plus claimed_after_seconds. Counted from
+// the first sending, it looked expired and was given back, and ran only at
+// its next attempt. The server says which answers are replays.
+func TestResentLongPollsLateClaimIsRun(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		s := server.New(c, server.Config{LeaseDuration: time.Second, Backoff: func(int) time.Duration { return 0 }})
+		var claims atomic.Int32
+		cut := make(chan time.Time, 1)
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/internal/task-claim" && claims.Add(1) == 1 {
+				cut <- time.Now()
+				panic(http.ErrAbortHandler) // the connection is cut; no answer
+			}
+			s.ServeHTTP(w, r)
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+		ws := drover.NewWorkers()
+		drover.Register(ws, "k", func(context.Context, *drover.Job, struct{}) (any, error) { return "ran", nil })
+		logs := &logBuffer{}
+		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 5},
+			&drover.WorkerConfig{Workers: ws, PollInterval: 50 * time.Millisecond, Logger: logs.logger()})
+		firstSent := waitChan(t, cut, "the first claim to be cut")
+		waitFor(t, "the resend", func() bool { return claims.Load() >= 2 })
+		time.Sleep(time.Until(firstSent.Add(1500 * time.Millisecond))) // past a lease since the first sending
+		id := enqueue(t, c, "k", nil, nil).ID
+		j := waitStatus(t, c, id, drover.StatusSucceeded)
+		if j.Attempt != 1 || strings.Contains(logs.String(), "not run") {
+			t.Errorf("%s; want it run at attempt 1, not given back:\n%s", describe(j), logs.String())
+		}
+	})
+}

@@ -98,6 +98,7 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	var resp struct {
 		Tasks               []remoteTask `json:"tasks"`
 		ClaimedAfterSeconds *float64     `json:"claimed_after_seconds"`
+		Replayed            *bool        `json:"replayed"`
 	}
 	// A claim whose answer did not arrive (the connection broke, perhaps after
 	// the server claimed; the server restarting) is sent again with the same
@@ -108,9 +109,13 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	// poll and a lease after the first sending, the latest a claim of it can
 	// have begun and ended. A server's refusal (4xx) is final.
 	first := time.Now()
+	sent := first // this sending's
 	wait := 50 * time.Millisecond
 	try := 1
 	for ; ; try++ {
+		if try > 1 {
+			sent = time.Now()
+		}
 		err := b.post(ctx, "/internal/task-claim", req, &resp)
 		if err == nil {
 			break
@@ -161,8 +166,15 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	// that does not say (older than the field) gets the safe bound, the
 	// sending.
 	cl := claimLease{from: first}
-	if try == 1 && resp.ClaimedAfterSeconds != nil && *resp.ClaimedAfterSeconds > 0 {
-		cl.from = first.Add(time.Duration(*resp.ClaimedAfterSeconds * float64(time.Second)))
+	// Answered to a resend, the tasks are the first sending's only if the
+	// server says they are a replay; a server that says they are not claimed
+	// them for this sending.
+	fresh := try == 1 || (resp.Replayed != nil && !*resp.Replayed)
+	if fresh {
+		cl.from = sent
+	}
+	if fresh && resp.ClaimedAfterSeconds != nil && *resp.ClaimedAfterSeconds > 0 {
+		cl.from = sent.Add(time.Duration(*resp.ClaimedAfterSeconds * float64(time.Second)))
 	}
 	// The server sets the lease; the worker's own LeaseDuration is only a
 	// default. Paced by a longer one, heartbeats came too late and the job ran

@@ -176,7 +176,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			// may have read them before its connection went, and a job given
 			// back could then run twice at once. A worker that left between
 			// the write and its read leaves them to the lease's expiry.
-			writeJSON(w, http.StatusOK, claimAnswer{Tasks: tasks, ClaimedAfterSeconds: after.Seconds()})
+			writeJSON(w, http.StatusOK, claimAnswer{Tasks: tasks, ClaimedAfterSeconds: after.Seconds(), Replayed: replayed})
 			return nil
 		}
 		t := time.NewTimer(min(remaining, time.Second))
@@ -197,9 +197,17 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 // has the earliest the tasks' leases may have begun, whenever the answer
 // reaches it. (When the answer arrived is no such bound: an answer held up
 // on its way made a lease that had expired look fresh.)
+//
+// Replayed says the tasks are an earlier sending's, answered again to a
+// repeat of its request_id: their leases began no later than that sending's
+// claim. A worker that resent its claim counts a fresh claim's lease from the
+// resend instead (plus ClaimedAfterSeconds), which the answer alone could not
+// tell it: a long poll cut by a proxy and resent had the job its resend
+// claimed counted from the first sending, taken for expired, and given back.
 type claimAnswer struct {
 	Tasks               []Task  `json:"tasks"`
 	ClaimedAfterSeconds float64 `json:"claimed_after_seconds"`
+	Replayed            bool    `json:"replayed"`
 }
 
 // claimAndStart claims and starts; replayed reports an answer to a repeated
