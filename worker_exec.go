@@ -44,11 +44,12 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 			"lease", lease, "since_lease_began", began.Sub(leaseFrom).Round(time.Millisecond))
 		return
 	}
-	if w.draining.Load() || w.jobsCtx.Err() != nil {
+	if w.draining.Load() {
 		// Claimed while the worker was stopping (a claim under way when Stop
-		// was called): Stop gives such jobs back. Started after the hard
-		// stop, its handler's context was already canceled, and a job on its
-		// last attempt failed without a run.
+		// was called; Stop sets draining before its hard stop): Stop gives
+		// such jobs back. Started after the hard stop, its handler's context
+		// was already canceled, and a job on its last attempt failed without
+		// a run.
 		w.giveBack(job, fence, log, release, began.Add(lease), "not run: the worker is stopping")
 		return
 	}
