@@ -13,10 +13,12 @@
 //
 // request_id: a transition that carries a RequestID which this job's log already
 // holds is not applied again: the driver returns the job as it is now with
-// Replayed = true, and rev and attempt do not move. A lease holder's call is a
-// repeat only at the attempt that logged the RequestID: from another attempt it
-// is refused with a *ValidationError on request_id (RequestReused) and changes
-// nothing.
+// Replayed = true, and rev and attempt do not move. A RequestID names one call:
+// a repeat is a call of the same kind (the event the log holds it in is one the
+// call writes), and a lease holder's call is a repeat only at the attempt that
+// logged the RequestID. Any other call with it is refused with a
+// *ValidationError on request_id (CheckRepeat, RequestReused) and changes
+// nothing. A claim's RequestID is its owner's (ClaimRequestReused).
 //
 // Time: the database clock decides leases and run_at (now() in PostgreSQL; the
 // process clock in SQLite, which has no server). Params with a Now field use it
@@ -31,6 +33,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/drover-dev/drover/lifecycle"
 )
@@ -267,6 +271,12 @@ type ClaimParams struct {
 	// runs what it claims at once. One row version instead of two.
 	Start bool
 	Now   *time.Time
+	// Abandoned, when set, is asked once the claim has taken its jobs and
+	// before it commits: true (the caller that would receive them is gone)
+	// rolls the claim back, and JobClaim answers no jobs. A claim given back
+	// after its commit instead raced a resend of its request_id, which could
+	// be answered the very jobs the give-back then queued again.
+	Abandoned func() bool
 }
 
 // FenceParams identifies the current attempt of a job, as only its lease holder knows it.
@@ -290,6 +300,14 @@ type HeartbeatResult struct {
 	CancelRequested bool
 }
 
+// sameToken compares lease tokens as UUIDs, as the drivers' fences do (any
+// case, any of the forms uuid.Parse reads).
+func sameToken(a, b string) bool {
+	ua, errA := uuid.Parse(a)
+	ub, errB := uuid.Parse(b)
+	return errA == nil && errB == nil && ua == ub
+}
+
 // HeartbeatReplay answers a repeated heartbeat (its request_id is in the log)
 // from the job as it is now: the lease the fence holds, if it still holds
 // one; cancel requested if the job was canceled at the fence's attempt; else
@@ -299,7 +317,7 @@ func HeartbeatReplay(j *Job, f FenceParams) (HeartbeatResult, error) {
 	switch {
 	case j.Status == lifecycle.StatusCanceled && j.Attempt == f.Attempt:
 		return HeartbeatResult{CancelRequested: true}, nil
-	case j.Status.Leased() && j.Attempt == f.Attempt && j.LeaseToken == f.LeaseToken && j.LeaseExpiresAt != nil:
+	case j.Status.Leased() && j.Attempt == f.Attempt && sameToken(j.LeaseToken, f.LeaseToken) && j.LeaseExpiresAt != nil:
 		return HeartbeatResult{LeaseExpiresAt: *j.LeaseExpiresAt}, nil
 	}
 	return HeartbeatResult{}, fmt.Errorf("heartbeat job %d (now %s, attempt %d): %w", j.ID, j.Status, j.Attempt, ErrLeaseLost)

@@ -34,15 +34,22 @@ func (h *heldClaims) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*dri
 	return h.Driver.JobClaim(ctx, p)
 }
 
-// A claim whose worker left while it ran: without a request_id its tasks are
-// given back (the worker can never receive them); with one they are not,
-// since the worker may have resent the claim and been answered those very
-// tasks. Giving them back put the job in the queue while the worker ran it,
-// and another worker claimed it (helper-38's F1).
+// A claim whose worker left while it ran rolls back before it commits: the
+// job stays queued, no attempt or execution used, with or without a
+// request_id (a remote worker's Stop, a server's shutdown). A resend of its
+// request_id that came meanwhile keeps what it was answered: giving the first
+// sending's tasks back after its commit put the job in the queue while the
+// worker ran it, and another worker claimed it (helper-38's F1); not giving
+// them back, when no resend came, left the job leased to nobody until the
+// reaper spent its execution (helper-40's R40-1).
 func TestClaimOfADepartedWorker(t *testing.T) {
 	for _, kind := range testdb.Kinds {
-		for _, requestID := range []string{"", "R1"} {
-			t.Run(fmt.Sprintf("%s/request_id=%q", kind, requestID), func(t *testing.T) {
+		for _, tc := range []struct {
+			requestID string
+			resend    bool
+		}{{"", false}, {"R1", false}, {"R1", true}} {
+			requestID := tc.requestID
+			t.Run(fmt.Sprintf("%s/request_id=%q/resend=%v", kind, requestID, tc.resend), func(t *testing.T) {
 				h := &heldClaims{Driver: testdb.Open(t, kind), entered: make(chan struct{}), release: make(chan struct{})}
 				c, err := drover.NewClient(h, nil)
 				if err != nil {
@@ -72,7 +79,7 @@ func TestClaimOfADepartedWorker(t *testing.T) {
 						LeaseToken string `json:"lease_token"`
 					} `json:"tasks"`
 				}
-				if requestID != "" {
+				if tc.resend {
 					// The worker resends the claim and is answered the task.
 					code, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(claim))
 					if code != http.StatusOK || json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
@@ -86,9 +93,9 @@ func TestClaimOfADepartedWorker(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if requestID == "" {
-					if job.Status != drover.StatusQueued || job.Executions != 0 {
-						t.Errorf("claim without a request_id, worker gone: job %s, executions %d; want it given back, queued, 0", job.Status, job.Executions)
+				if !tc.resend {
+					if job.Status != drover.StatusQueued || job.Executions != 0 || job.Attempt != 0 {
+						t.Errorf("claim of a worker gone: job %s, attempt %d, executions %d; want it rolled back: queued, 0, 0", job.Status, job.Attempt, job.Executions)
 					}
 					return
 				}

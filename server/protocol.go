@@ -111,6 +111,10 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		wait = time.Duration(ws * float64(time.Second))
 	}
 	ctx := r.Context()
+	// A worker that left while its claim ran gets nothing: the claim rolls
+	// back before it commits. (The claim itself runs on after the request
+	// ends, see claimAndStart.)
+	p.Abandoned = func() bool { return ctx.Err() != nil }
 	if p.ID != 0 && len(req.Queues) > 0 {
 		// A worker that names its queues has handlers for those: a job of
 		// another queue is not claimable by it, like a job that is not ready.
@@ -157,14 +161,15 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			after = 0
 		}
 		if len(tasks) > 0 && ctx.Err() != nil {
-			// The worker left while we claimed. Without a request_id it can
-			// never receive these, so give them back now (a zero snooze
-			// returns the execution) rather than let them sit running until
-			// the lease expires and cost an attempt. With one, it may have
-			// resent the claim already and been answered these very tasks
-			// (a replay): given back, they would be claimed by another worker
-			// while it ran them. They are left to the resend, or to the
-			// lease's expiry if none comes.
+			// The worker left between the claim's commit and now (before the
+			// commit, the claim rolled back: p.Abandoned). Without a
+			// request_id it can never receive these, so give them back now (a
+			// zero snooze returns the execution) rather than let them sit
+			// running until the lease expires and cost an attempt. With one,
+			// it may have resent the claim already and been answered these
+			// very tasks (a replay): given back, they would be claimed by
+			// another worker while it ran them. They are left to the resend,
+			// or to the lease's expiry if none comes.
 			if p.RequestID == "" {
 				s.giveBack(tasks)
 			}

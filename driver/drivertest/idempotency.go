@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ var requestIDTests = []suiteTest{
 	{"ReportWithAnotherCallsRequestID", testReplayOfAnotherKindOfCall},
 	{"HeartbeatRepeatAfterTheJobMovedOn", testReplayHeartbeatLater},
 	{"ClaimWithAnotherWorkersRequestID", testClaimRequestOfAnotherWorker},
+	{"HeartbeatRepeatWithTheTokenInCapitals", testReplayHeartbeatTokenCase},
 	{"ClaimWithARequestIDInACandidatesLog", testClaimRequestInALog},
 }
 
@@ -323,6 +325,22 @@ func testReplayHeartbeatLater(h *harness) {
 		}
 		return err
 	})
+}
+
+// testReplayHeartbeatTokenCase: a heartbeat's repeat answers as the heartbeat
+// did when its token is spelt in capitals. PostgreSQL's fence reads tokens as
+// UUIDs and takes it, and the repeat compared them as strings and answered
+// ErrLeaseLost (helper-40's R40-4); SQLite's fence takes the token only as it
+// issued it, and refuses both.
+func testReplayHeartbeatTokenCase(h *harness) {
+	r := h.runningJob(nil)
+	hp := driver.HeartbeatParams{FenceParams: fence(r, h.at(2*time.Second))}
+	hp.RequestID, hp.LeaseDuration, hp.LeaseToken = "hb-caps", leaseDuration, strings.ToUpper(r.LeaseToken)
+	first, err1 := h.d.JobHeartbeat(h.ctx, hp)
+	again, err2 := h.d.JobHeartbeat(h.ctx, hp)
+	if (err1 == nil) != (err2 == nil) || !again.LeaseExpiresAt.Equal(first.LeaseExpiresAt) {
+		h.t.Errorf("heartbeat with the token in capitals = %+v, %v; its repeat = %+v, %v; want the same answer", first, err1, again, err2)
+	}
 }
 
 // testClaimRequestOfAnotherWorker: a claim's request_id is its worker's. A

@@ -28,6 +28,9 @@ func leaseOr(d time.Duration) time.Duration {
 // JobClaim implements driver.Driver.
 func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
 	if p.RequestID == "" {
+		if p.Abandoned != nil {
+			return d.claimInTx(ctx, d.pool, p)
+		}
 		return d.claim(ctx, d.pool, p)
 	}
 	// A repeat must find the first call's claim, even while that call runs: the
@@ -74,11 +77,42 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		}
 		return jobs, nil
 	}
-	jobs, err := d.claim(ctx, conn, p)
+	var jobs []*driver.Job
+	if p.Abandoned != nil {
+		jobs, err = d.claimInTx(ctx, conn, p)
+	} else {
+		jobs, err = d.claim(ctx, conn, p)
+	}
 	if isRequestRepeat(err) {
 		return nil, driver.ClaimRequestInLog(p.RequestID)
 	}
 	return jobs, err
+}
+
+// claimInTx is claim in a transaction of its own, rolled back if
+// p.Abandoned says the caller is gone once the jobs are taken (on the
+// request's connection, while it holds the request's lock: a resend waiting
+// for the lock then finds nothing claimed). A claim of several rounds that
+// fails in a later one rolls back whole.
+func (d *Driver) claimInTx(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, p driver.ClaimParams) ([]*driver.Job, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after a commit, a no-op
+	jobs, err := d.claim(ctx, tx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) > 0 && p.Abandoned() {
+		return []*driver.Job{}, nil // rolled back by the deferred call
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return jobs, nil
 }
 
 // claimRequestLock is the first key of the advisory locks JobClaim takes on

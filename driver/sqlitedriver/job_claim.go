@@ -3,6 +3,7 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -49,13 +50,22 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 			return err
 		}
 		jobs, err = claimJobs(ctx, tx, p, cands, now, expires)
+		if err == nil && len(jobs) > 0 && p.Abandoned != nil && p.Abandoned() {
+			return errClaimAbandoned
+		}
 		return err
 	})
+	if errors.Is(err, errClaimAbandoned) {
+		return []*driver.Job{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	return jobs, nil
 }
+
+// errClaimAbandoned rolls back a claim whose caller is gone (ClaimParams.Abandoned).
+var errClaimAbandoned = errors.New("claim abandoned by its caller")
 
 // claimJobs claims cands in one UPDATE and logs their events in one INSERT (a
 // chunk of each at a time), and returns the jobs in candidate (claim) order.
