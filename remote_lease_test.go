@@ -256,3 +256,38 @@ func TestResentLongPollsLateClaimIsRun(t *testing.T) {
 		}
 	})
 }
+
+// A remote worker does not report a handler it abandoned after its grace:
+// the server would retry the job after its own backoff (a second or less),
+// beside the handler still running. Its job runs again once the lease has
+// expired, as a crashed worker's does (helper-40's R40-2).
+func TestRemoteAbandonedHandlersJobWaitsForItsLease(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{Backoff: drover.DefaultBackoff})
+		runEngine(t, ts.c)
+		starts, canceled := make(chan time.Time, 2), make(chan time.Time, 1)
+		release := make(chan struct{})
+		ws := drover.NewWorkers()
+		var calls atomic.Int32
+		drover.Register(ws, "stubborn", func(ctx context.Context, _ *drover.Job, _ struct{}) (any, error) {
+			starts <- time.Now()
+			if calls.Add(1) == 1 {
+				<-ctx.Done()
+				canceled <- time.Now()
+				<-release // ignores its context from here on
+			}
+			return "ok", nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.Queues, cfg.TimeoutGrace = map[string]int{drover.DefaultQueue: 2}, 100*time.Millisecond
+		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 1}, cfg)
+		t.Cleanup(func() { close(release) }) // before the worker's Stop
+		enqueue(t, ts.c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 100 * time.Millisecond})
+		waitChan(t, starts, "the first run")
+		at := waitChan(t, canceled, "the first run's timeout")
+		again := waitChan(t, starts, "the second run")
+		if gap := again.Sub(at); gap < 1500*time.Millisecond {
+			t.Errorf("the job ran again %s after its abandoned handler's timeout, beside it; want no sooner than its lease (%s) had expired", gap, serverLease)
+		}
+	})
+}

@@ -72,8 +72,13 @@ func (e *RemoteError) Unwrap() error {
 //     by the lease_seconds of its claims' answers, and gives up on a handler
 //     at most half that lease after its context ended; WorkerConfig's
 //     LeaseDuration only bounds how long a lost claim is resent;
-//   - a claim hands out running jobs, so Stop has none to give back: a job
-//     received while stopping runs like any other.
+//   - a handler abandoned after TimeoutGrace is not reported (the server would
+//     retry it at once, beside the handler still running): its job runs again
+//     once its lease expires, as a crashed worker's does.
+//
+// As with NewWorker, a job whose claim is answered while the worker stops is
+// given back unrun, and a claim under way when Stop is called is canceled:
+// the server rolls it back if it had not committed.
 func NewRemoteWorker(cfg RemoteConfig, wcfg *WorkerConfig) (*Worker, error) {
 	if wcfg == nil || wcfg.Workers == nil {
 		return nil, errors.New("drover: NewRemoteWorker needs a config with Workers")

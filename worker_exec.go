@@ -77,6 +77,7 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 	hb := w.startHeartbeat(fence, cancel, leaseFrom, lease)
 	o := w.run(ctx, h, job, release, w.grace(lease))
 	hb.stop()
+	o.err = readable(o.err) // before anything below reads it
 
 	cause := context.Cause(ctx)
 	switch {
@@ -103,26 +104,36 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 	case o.err != nil && errors.Is(cause, errHandlerTimeout):
 		o.err = fmt.Errorf("%v: %w", cause, o.err)
 	}
-	o.err = readable(o.err)
 	w.report(log, job, h, fence, o, began, lease)
 }
 
-// readable returns err, or, if reading its text panics (a typed nil pointer
-// whose Error method dereferences it, a common slip), a PanicError saying so:
-// reporting the failure read it outside any recover, and the panic ended the
-// worker's process, and every job it held, each time the job ran again.
+// readable returns err, or, if reading it panics (a typed nil pointer whose
+// Error or Unwrap method dereferences it, a common slip), a PanicError saying
+// so: the worker reads the error outside any recover (its text, and its chain
+// through errors.Is and errors.As), and the panic ended the worker's process,
+// and every job it held, each time the job ran again.
 func readable(err error) (out error) {
 	if err == nil {
 		return nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			out = &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) whose Error method panicked: %v", err, r), Stack: string(debug.Stack())}
+			out = &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) that panicked when read: %v", err, r), Stack: string(debug.Stack())}
 		}
 	}()
 	_ = err.Error()
+	_ = errors.Is(err, errProbe) // every Unwrap and Is method of the chain
+	var probe *probeError
+	_ = errors.As(err, &probe) // every As method
 	return err
 }
+
+// errProbe and probeError match no error: readable walks a chain with them.
+var errProbe = errors.New("probe")
+
+type probeError struct{}
+
+func (*probeError) Error() string { return "probe" }
 
 // encodeResult is json.Marshal, with a panic of the value's own MarshalJSON
 // (which json.Marshal passes on) turned into an error with its stack.
@@ -441,6 +452,16 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 	var snooze time.Duration
 	var snoozed bool
 	if o.err != nil {
+		if _, local := w.be.(*localBackend); !local && errors.Is(o.err, errAbandoned) {
+			// A remote worker's failure carries no retry delay (the server
+			// applies its own backoff, which may be at once): not reported,
+			// the job runs again only once its lease has expired, as a
+			// crashed worker's does, not beside the handler still running.
+			w.stats.LeaseLost.Add(1) // given up: its lease will expire
+			w.observeLeaseLost(job)
+			log.Warn("handler abandoned: not reported; the job runs again once its lease expires", "err", o.err)
+			return
+		}
 		f, snooze, snoozed = w.classify(job, h, o.err)
 		if errors.Is(o.err, errAbandoned) {
 			// The handler may still be running: its job runs again no sooner

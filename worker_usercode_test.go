@@ -3,6 +3,7 @@ package drover_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,42 @@ func (e *nilPtrErr) Error() string { return e.msg }
 type panickyResult struct{ inner *struct{ V int } }
 
 func (r panickyResult) MarshalJSON() ([]byte, error) { return []byte{byte('0' + r.inner.V)}, nil }
+
+// wrapErr is the usual shape of a wrapping error (like fs.PathError): pointer
+// receivers whose Error and Unwrap read its fields.
+type wrapErr struct{ err error }
+
+func (e *wrapErr) Error() string { return "query: " + e.err.Error() }
+func (e *wrapErr) Unwrap() error { return e.err }
+
+// A typed nil error returned after the handler's context ended (a timeout, a
+// failed heartbeat, a hard stop) is wrapped with the cause first, and fmt
+// swallows the panic of its Error: errors.As then walked into its Unwrap
+// outside any recover and ended the process (helper-40's R40-3). It fails
+// its job instead.
+func TestTypedNilErrorAfterATimeoutEndsOnlyTheJob(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "path", func(ctx context.Context, _ *drover.Job, _ struct{}) (any, error) {
+			<-ctx.Done()
+			var e *fs.PathError
+			return nil, e
+		})
+		drover.Register(ws, "wrap", func(ctx context.Context, _ *drover.Job, _ struct{}) (any, error) {
+			<-ctx.Done()
+			var e *wrapErr
+			return nil, e
+		})
+		startWorker(t, c, fastWorkerConfig(ws))
+		for _, kind := range []string{"path", "wrap"} {
+			id := enqueue(t, c, kind, nil, &drover.EnqueueOpts{MaxAttempts: 1, Timeout: 50 * time.Millisecond}).ID
+			if j := waitStatus(t, c, id, drover.StatusFailed); !strings.Contains(j.Error, "panicked when read") {
+				t.Errorf("%s: %s; want failed, saying its error panicked when read", kind, describe(j))
+			}
+		}
+	})
+}
 
 // What a handler hands back is read outside the handler's own recover: an
 // error whose Error method panics, a result whose encoding panics, and a
@@ -43,7 +80,7 @@ func TestUserCodePanicsAfterTheHandlerEndOnlyTheJob(t *testing.T) {
 		}, drover.WithBackoff(func(int) time.Duration { var m map[int]time.Duration; m[1] = 0; return 0 }))
 		startWorker(t, c, fastWorkerConfig(ws))
 		for _, tc := range []struct{ kind, err string }{
-			{"nil-error", "whose Error method panicked"},
+			{"nil-error", "panicked when read"},
 			{"bad-result", "encoding panicked"}, // permanent, as any result that cannot be encoded
 			{"bad-backoff", ""},                 // retried, after DefaultBackoff's delay
 		} {
