@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -367,7 +368,7 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				lease = cl.length
 			}
 			if obs := w.cfg.Observer; obs != nil && len(jobs) > 0 {
-				obs.Claimed(queue, len(jobs))
+				w.observe(func() { obs.Claimed(queue, len(jobs)) })
 			}
 			if err != nil && ctx.Err() == nil {
 				failing.failed(w.log, queue, err)
@@ -526,6 +527,17 @@ func (q *queueWake) settle(ms []wakeup.Message, claimed bool) {
 	for _, m := range ms {
 		_ = m.Ack()
 	}
+}
+
+// observe calls an Observer method, logging a panic instead of letting it end
+// the process: an observer is user code, called outside any handler's recover.
+func (w *Worker) observe(call func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("observer panicked", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	call()
 }
 
 // Observer hears what a worker does, for metrics. Calls come from many goroutines

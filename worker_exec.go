@@ -508,7 +508,8 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 				log.Info("job finished", "outcome", outcomeName(o.err), "took", time.Since(began).Round(time.Microsecond))
 			}
 			if obs := w.cfg.Observer; obs != nil {
-				obs.Finished(job, outcome, time.Since(began))
+				took := time.Since(began)
+				w.observe(func() { obs.Finished(job, outcome, took) })
 			}
 			return
 		}
@@ -663,6 +664,6 @@ func outcomeName(err error) string {
 
 func (w *Worker) observeLeaseLost(job *Job) {
 	if obs := w.cfg.Observer; obs != nil {
-		obs.LeaseLost(job)
+		w.observe(func() { obs.LeaseLost(job) })
 	}
 }

@@ -129,3 +129,26 @@ func TestUnstorableResultFailsItsJob(t *testing.T) {
 		}
 	})
 }
+
+// panickyObserver panics in every call, as a metrics hook with a bug might.
+type panickyObserver struct{}
+
+func (panickyObserver) Claimed(string, int)                         { panic("observer bug") }
+func (panickyObserver) Finished(*drover.Job, string, time.Duration) { panic("observer bug") }
+func (panickyObserver) LeaseLost(*drover.Job)                       { panic("observer bug") }
+
+// An Observer is user code called outside any handler's recover: its panic is
+// logged, and the worker runs on (helper-40).
+func TestPanickingObserverDoesNotEndTheWorker(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "k", func(context.Context, *drover.Job, struct{}) (any, error) { return "ok", nil })
+		cfg := fastWorkerConfig(ws)
+		cfg.Observer = panickyObserver{}
+		startWorker(t, c, cfg)
+		for range 2 {
+			waitStatus(t, c, enqueue(t, c, "k", nil, nil).ID, drover.StatusSucceeded)
+		}
+	})
+}
