@@ -121,11 +121,56 @@ func readable(err error) (out error) {
 			out = &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) that panicked when read: %v", err, r), Stack: string(debug.Stack())}
 		}
 	}()
+	if budget := maxErrorChain; !chainBounded(err, &budget) {
+		// An error that wraps itself: errors.Is and errors.As walked it for
+		// ever, and the job's goroutine (and Stop, waiting for it) with them.
+		return &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) whose chain holds more than %d errors (does it wrap itself?)", err, maxErrorChain)}
+	}
 	_ = err.Error()
 	_ = errors.Is(err, errProbe) // every Unwrap and Is method of the chain
 	var probe *probeError
 	_ = errors.As(err, &probe) // every As method
 	return err
+}
+
+// maxErrorChain bounds the errors readable accepts in a handler error's chain.
+const maxErrorChain = 100
+
+// chainBounded reports whether err's chain, through Unwrap() error and
+// Unwrap() []error, holds at most *budget errors, spending the budget.
+func chainBounded(err error, budget *int) bool {
+	if err == nil {
+		return true
+	}
+	if *budget--; *budget < 0 {
+		return false
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return chainBounded(u.Unwrap(), budget)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if !chainBounded(e, budget) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// found is errors.As into a *E, counted only if the target comes back set: an
+// As method that answers true without setting it (a return true outside its
+// type switch, a common slip) matched every type, and the nil target was then
+// read, which ended the worker's process.
+func found[E any, P interface {
+	*E
+	error
+}](err error) P {
+	var target P
+	if errors.As(err, &target) && target != nil {
+		return target
+	}
+	return nil
 }
 
 // errProbe and probeError match no error: readable walks a chain with them.
@@ -587,24 +632,21 @@ var jsonNull = json.RawMessage("null")
 
 // classify turns a handler's error into a snooze (snoozed, after d) or a failure.
 func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d time.Duration, snoozed bool) {
-	var snooze *snoozeError
-	if errors.As(err, &snooze) {
+	if snooze := found[snoozeError](err); snooze != nil {
 		return failure{}, snooze.d, true
 	}
 	backoff := w.cfg.Backoff
 	if h != nil && h.backoff != nil {
 		backoff = h.backoff
 	}
-	var perm *permanentError
 	f = failure{
-		err: failureMessage(err), permanent: errors.As(err, &perm),
+		err: failureMessage(err), permanent: found[permanentError](err) != nil,
 		retryDelay: w.backoffOf(backoff, job), // added to the database clock, never ours
 	}
 	if errors.Is(err, errShutdown) {
 		f.retryDelay = 0 // interrupted, not failing: another worker may take it at once
 	}
-	var panicErr *PanicError
-	if errors.As(err, &panicErr) {
+	if panicErr := found[PanicError](err); panicErr != nil {
 		f.stack = driver.CleanText(panicErr.Stack)
 	}
 	return f, 0, false
@@ -649,14 +691,12 @@ func newRequestID() string {
 }
 
 func outcomeName(err error) string {
-	var snooze *snoozeError
-	var perm *permanentError
 	switch {
 	case err == nil:
 		return "succeeded"
-	case errors.As(err, &snooze):
+	case found[snoozeError](err) != nil:
 		return "snoozed"
-	case errors.As(err, &perm):
+	case found[permanentError](err) != nil:
 		return "failed permanently: " + err.Error()
 	}
 	return "error: " + err.Error()

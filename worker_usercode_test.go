@@ -3,6 +3,7 @@ package drover_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"sync/atomic"
@@ -149,6 +150,51 @@ func TestPanickingObserverDoesNotEndTheWorker(t *testing.T) {
 		startWorker(t, c, cfg)
 		for range 2 {
 			waitStatus(t, c, enqueue(t, c, "k", nil, nil).ID, drover.StatusSucceeded)
+		}
+	})
+}
+
+// asAlways's As answers true for every target, setting only its own type's
+// (a return true outside its type switch).
+type asAlways struct{ msg string }
+
+func (e *asAlways) Error() string { return e.msg }
+func (e *asAlways) As(target any) bool {
+	if t, ok := target.(**asAlways); ok {
+		*t = e
+	}
+	return true
+}
+
+// selfWrap's Unwrap returns itself.
+type selfWrap struct{ msg string }
+
+func (e *selfWrap) Error() string { return e.msg }
+func (e *selfWrap) Unwrap() error { return e }
+
+// Error values whose methods misbehave end their job, not the process or the
+// job's goroutine: an As that matches every type left the worker reading a
+// nil target; a wrapped nil *PanicError was matched and read; an error that
+// wraps itself had errors.Is walk it for ever, and Stop wait for it
+// (helper-41).
+func TestMisbehavingErrorsEndOnlyTheirJob(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		errs := map[string]func() error{
+			"as-always":       func() error { return &asAlways{"card declined"} },
+			"nil-panic-error": func() error { var p *drover.PanicError; return fmt.Errorf("charge: %w", p) },
+			"self-wrap":       func() error { return &selfWrap{"declined"} },
+		}
+		for name, mk := range errs {
+			drover.Register(ws, name, func(context.Context, *drover.Job, struct{}) (any, error) { return nil, mk() })
+		}
+		startWorker(t, c, fastWorkerConfig(ws))
+		for name, want := range map[string]string{"as-always": "card declined", "nil-panic-error": "charge", "self-wrap": "wrap itself"} {
+			id := enqueue(t, c, name, nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+			if j := waitStatus(t, c, id, drover.StatusFailed); !strings.Contains(j.Error, want) {
+				t.Errorf("%s: %s; want failed, its error saying %q", name, describe(j), want)
+			}
 		}
 	})
 }
