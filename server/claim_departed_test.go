@@ -111,3 +111,50 @@ func TestClaimOfADepartedWorker(t *testing.T) {
 		}
 	}
 }
+
+// shutdownAtCommit is the real driver whose first claim that takes jobs has
+// the server's shutdown end its request right after it commits.
+type shutdownAtCommit struct {
+	driver.Driver
+	once     sync.Once
+	shutdown context.CancelCauseFunc
+}
+
+func (s *shutdownAtCommit) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	jobs, err := s.Driver.JobClaim(ctx, p)
+	if err == nil && len(jobs) > 0 {
+		s.once.Do(func() { s.shutdown(errServerShutdown) })
+	}
+	return jobs, err
+}
+
+// A claim that commits as the server shuts down is answered to its worker,
+// which is still there (the shutdown ends the request's context to end long
+// polls, with its own cause). It was answered no tasks, and with a
+// request_id its job stayed leased to the worker until the reaper spent its
+// execution (helper-41 #4).
+func TestClaimCommittedAtShutdownIsAnswered(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, shutdown := context.WithCancelCause(context.Background())
+			defer shutdown(nil)
+			d := &shutdownAtCommit{Driver: testdb.Open(t, kind), shutdown: shutdown}
+			c, err := drover.NewClient(d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := New(c, Config{})
+			t.Cleanup(s.Close)
+			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+				t.Fatalf("POST /jobs: %d %s", code, body)
+			}
+			req := httptest.NewRequestWithContext(ctx, "POST", "/internal/task-claim",
+				strings.NewReader(`{"worker_id":"w1","queues":["default"],"request_id":"R-shutdown","wait_seconds":5}`))
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"task_id":1`) {
+				t.Errorf("claim that committed at the shutdown: %d %s; want its task answered", rec.Code, rec.Body.String())
+			}
+		})
+	}
+}

@@ -113,8 +113,10 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	// A worker that left while its claim ran gets nothing: the claim rolls
 	// back before it commits. (The claim itself runs on after the request
-	// ends, see claimAndStart.)
-	p.Abandoned = func() bool { return ctx.Err() != nil }
+	// ends, see claimAndStart.) A request ended by the server's shutdown
+	// still has its worker: what it claimed is answered.
+	left := func() bool { return ctx.Err() != nil && !errors.Is(context.Cause(ctx), errServerShutdown) }
+	p.Abandoned = left
 	if p.ID != 0 && len(req.Queues) > 0 {
 		// A worker that names its queues has handlers for those: a job of
 		// another queue is not claimable by it, like a job that is not ready.
@@ -160,7 +162,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			// arrived: no later bound to give.
 			after = 0
 		}
-		if len(tasks) > 0 && ctx.Err() != nil {
+		if len(tasks) > 0 && left() {
 			// The worker left between the claim's commit and now (before the
 			// commit, the claim rolled back: p.Abandoned). Without a
 			// request_id it can never receive these, so give them back now (a

@@ -285,6 +285,10 @@ type ListenConfig struct {
 	Ready func(addr net.Addr)
 }
 
+// errServerShutdown is the cause with which ListenAndServe ends its requests'
+// contexts at shutdown, where a worker that left ends them without one.
+var errServerShutdown = errors.New("server shutting down")
+
 // ListenAndServe serves h until ctx ends, then shuts down gracefully: it stops
 // accepting, lets requests in flight finish (long-polls end early), and returns.
 func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *slog.Logger) error {
@@ -304,8 +308,8 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", lc.Addr, err)
 	}
-	baseCtx, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
+	baseCtx, cancelBase := context.WithCancelCause(context.Background())
+	defer cancelBase(nil)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -338,7 +342,9 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 		return err
 	case <-ctx.Done():
 	}
-	cancelBase() // ends long-polls so shutdown does not wait for them
+	// Ends long-polls so shutdown does not wait for them. The cause tells a
+	// claim that its worker is still there (see taskClaim).
+	cancelBase(errServerShutdown)
 	sctx, cancel := context.WithTimeout(context.Background(), lc.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
