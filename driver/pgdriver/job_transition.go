@@ -275,12 +275,12 @@ func (d *Driver) claimQueues(ctx context.Context, q claimDB, p driver.ClaimParam
 			jobs, err = d.claimByIDs(ctx, q, ids, p, lease)
 		}
 		if err != nil {
-			if len(out) > 0 {
+			if _, inTx := q.(pgx.Tx); len(out) > 0 && !inTx {
 				d.log.Warn("claim: asking again past taken candidates failed; answering the jobs already claimed",
 					"claimed", len(out), "err", err)
 				break
 			}
-			return nil, err
+			return nil, err // in a transaction (claimInTx), the failure aborted it: nothing is claimed
 		}
 		out = append(out, jobs...)
 		if len(jobs) == len(ids) {
