@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
@@ -112,49 +115,93 @@ func TestClaimOfADepartedWorker(t *testing.T) {
 	}
 }
 
-// shutdownAtCommit is the real driver whose first claim that takes jobs has
-// the server's shutdown end its request right after it commits.
-type shutdownAtCommit struct {
+// claimAtShutdown is the real driver whose claims wait for the server's
+// shutdown to begin and, with leave, for the worker to have gone, before
+// they run: a claim at the database while the server shuts down.
+type claimAtShutdown struct {
 	driver.Driver
-	once     sync.Once
-	shutdown context.CancelCauseFunc
+	leave   bool
+	once    sync.Once
+	entered chan struct{}
 }
 
-func (s *shutdownAtCommit) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
-	jobs, err := s.Driver.JobClaim(ctx, p)
-	if err == nil && len(jobs) > 0 {
-		s.once.Do(func() { s.shutdown(errServerShutdown) })
+func (c *claimAtShutdown) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	c.once.Do(func() { close(c.entered) })
+	<-shuttingDown(ctx)
+	// No signal says the server saw the connection close: ask until it has.
+	for end := time.Now().Add(waitLimit); c.leave && !p.Abandoned() && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
 	}
-	return jobs, err
+	return c.Driver.JobClaim(ctx, p)
 }
 
-// A claim that commits as the server shuts down is answered to its worker,
-// which is still there (the shutdown ends the request's context to end long
-// polls, with its own cause). It was answered no tasks, and with a
-// request_id its job stayed leased to the worker until the reaper spent its
-// execution (helper-41 #4).
-func TestClaimCommittedAtShutdownIsAnswered(t *testing.T) {
+// waitLimit bounds claimAtShutdown's wait for the server to see a closed
+// connection.
+const waitLimit = 10 * time.Second
+
+// A claim under way when the server starts shutting down is answered to its
+// worker, still there (the shutdown ends a long poll's wait, not the
+// request), and rolled back if its worker left. The shutdown used to cancel
+// every request: first such a claim was answered no tasks while its job stayed
+// leased to the worker (helper-41), then, answered whatever the worker did,
+// a worker that left during the shutdown had its job leased to nobody
+// (helper-42). Over a real connection, through ListenAndServe.
+func TestClaimUnderWayAtShutdown(t *testing.T) {
 	for _, kind := range testdb.Kinds {
-		t.Run(kind, func(t *testing.T) {
-			ctx, shutdown := context.WithCancelCause(context.Background())
-			defer shutdown(nil)
-			d := &shutdownAtCommit{Driver: testdb.Open(t, kind), shutdown: shutdown}
-			c, err := drover.NewClient(d, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := New(c, Config{})
-			t.Cleanup(s.Close)
-			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
-				t.Fatalf("POST /jobs: %d %s", code, body)
-			}
-			req := httptest.NewRequestWithContext(ctx, "POST", "/internal/task-claim",
-				strings.NewReader(`{"worker_id":"w1","queues":["default"],"request_id":"R-shutdown","wait_seconds":5}`))
-			rec := httptest.NewRecorder()
-			s.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"task_id":1`) {
-				t.Errorf("claim that committed at the shutdown: %d %s; want its task answered", rec.Code, rec.Body.String())
-			}
-		})
+		for _, leave := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/worker_leaves=%v", kind, leave), func(t *testing.T) {
+				d := &claimAtShutdown{Driver: testdb.Open(t, kind), leave: leave, entered: make(chan struct{})}
+				c, err := drover.NewClient(d, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := New(c, Config{})
+				t.Cleanup(s.Close)
+				if _, err := c.Enqueue(context.Background(), "k", nil, &drover.EnqueueOpts{MaxAttempts: 1}); err != nil {
+					t.Fatal(err)
+				}
+				ctx, stop := context.WithCancel(context.Background())
+				defer stop()
+				addr, served := make(chan net.Addr, 1), make(chan error, 1)
+				go func() {
+					served <- ListenAndServe(ctx, s, ListenConfig{Addr: "127.0.0.1:0", Ready: func(a net.Addr) { addr <- a }}, nil)
+				}()
+				url := fmt.Sprintf("http://%s/internal/task-claim", <-addr)
+				cctx, leaveNow := context.WithCancel(context.Background())
+				defer leaveNow()
+				answer := make(chan string, 1)
+				go func() {
+					req, _ := http.NewRequestWithContext(cctx, "POST", url,
+						strings.NewReader(`{"worker_id":"w1","queues":["default"],"request_id":"R-shutdown","wait_seconds":5}`))
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						answer <- "error: " + err.Error()
+						return
+					}
+					defer resp.Body.Close()
+					b, _ := io.ReadAll(resp.Body)
+					answer <- string(b)
+				}()
+				<-d.entered
+				stop() // the server starts shutting down, the claim under way
+				if leave {
+					leaveNow()
+				}
+				got := <-answer
+				if err := <-served; err != nil {
+					t.Fatalf("ListenAndServe: %v", err)
+				}
+				j, err := c.Get(context.Background(), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case !leave && (!strings.Contains(got, `"task_id":1`) || j.Status != drover.StatusRunning):
+					t.Errorf("worker still there: answered %s, job %s; want its task answered", got, j.Status)
+				case leave && (j.Status != drover.StatusQueued || j.Attempt != 0):
+					t.Errorf("worker gone: job %s at attempt %d (answer %s); want the claim rolled back, queued at attempt 0", j.Status, j.Attempt, got)
+				}
+			})
+		}
 	}
 }

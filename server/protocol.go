@@ -113,10 +113,12 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	// A worker that left while its claim ran gets nothing: the claim rolls
 	// back before it commits. (The claim itself runs on after the request
-	// ends, see claimAndStart.) A request ended by the server's shutdown
-	// still has its worker: what it claimed is answered.
-	left := func() bool { return ctx.Err() != nil && !errors.Is(context.Cause(ctx), errServerShutdown) }
+	// ends, see claimAndStart.) The server's shutdown ends only the wait of a
+	// long poll (shuttingDown), not the request: what a claim took is
+	// answered to its worker, still there.
+	left := func() bool { return ctx.Err() != nil }
 	p.Abandoned = left
+	shutdown := shuttingDown(ctx)
 	if p.ID != 0 && len(req.Queues) > 0 {
 		// A worker that names its queues has handlers for those: a job of
 		// another queue is not claimable by it, like a job that is not ready.
@@ -189,6 +191,9 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		t := time.NewTimer(min(remaining, time.Second))
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return noTasks()
+		case <-shutdown: // the server is shutting down: the long poll ends
 			t.Stop()
 			return noTasks()
 		case <-wake:

@@ -285,9 +285,19 @@ type ListenConfig struct {
 	Ready func(addr net.Addr)
 }
 
-// errServerShutdown is the cause with which ListenAndServe ends its requests'
-// contexts at shutdown, where a worker that left ends them without one.
-var errServerShutdown = errors.New("server shutting down")
+// shutdownKey is the context key of the channel ListenAndServe closes when it
+// starts shutting down: long polls end on it. Requests' contexts are not
+// canceled at shutdown: a request's context ends only when its client left,
+// which is what a claim asks (ClaimParams.Abandoned), and a report under way
+// is written on a live context.
+type shutdownKey struct{}
+
+// shuttingDown is the shutdown channel of ctx; nil (never ready) outside
+// ListenAndServe.
+func shuttingDown(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(shutdownKey{}).(chan struct{})
+	return ch
+}
 
 // ListenAndServe serves h until ctx ends, then shuts down gracefully: it stops
 // accepting, lets requests in flight finish (long-polls end early), and returns.
@@ -308,8 +318,8 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", lc.Addr, err)
 	}
-	baseCtx, cancelBase := context.WithCancelCause(context.Background())
-	defer cancelBase(nil)
+	shutdown := make(chan struct{})
+	baseCtx := context.WithValue(context.Background(), shutdownKey{}, shutdown)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -342,9 +352,7 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 		return err
 	case <-ctx.Done():
 	}
-	// Ends long-polls so shutdown does not wait for them. The cause tells a
-	// claim that its worker is still there (see taskClaim).
-	cancelBase(errServerShutdown)
+	close(shutdown) // ends long-polls so shutdown does not wait for them
 	sctx, cancel := context.WithTimeout(context.Background(), lc.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
