@@ -259,10 +259,10 @@ func TestResentLongPollsLateClaimIsRun(t *testing.T) {
 	})
 }
 
-// A remote worker does not report a handler it abandoned after its grace:
-// the server would retry the job after its own backoff (a second or less),
-// beside the handler still running. Its job runs again once the lease has
-// expired, as a crashed worker's does (helper-40's R40-2).
+// A remote worker reports a handler it abandoned after its grace with a least
+// retry delay of its lease (retry_after_seconds): the server retried the job
+// after its own backoff (a second or less), beside the handler still running
+// (helper-40's R40-2). Not reporting it instead lost its error (helper-42).
 func TestRemoteAbandonedHandlersJobWaitsForItsLease(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		ts := startServer(t, kind, server.Config{Backoff: drover.DefaultBackoff})

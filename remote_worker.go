@@ -72,9 +72,9 @@ func (e *RemoteError) Unwrap() error {
 //     by the lease_seconds of its claims' answers, and gives up on a handler
 //     at most half that lease after its context ended; WorkerConfig's
 //     LeaseDuration only bounds how long a lost claim is resent;
-//   - a handler abandoned after TimeoutGrace is not reported (the server would
-//     retry it at once, beside the handler still running): its job runs again
-//     once its lease expires, as a crashed worker's does.
+//   - a handler abandoned after TimeoutGrace is reported with a least retry
+//     delay of the lease (retry_after_seconds), which the server's backoff
+//     cannot shorten: its job runs again no sooner than a crashed worker's.
 //
 // As with NewWorker, a job whose claim is answered while the worker stops is
 // given back unrun, and a claim under way when Stop is called is canceled:

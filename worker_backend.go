@@ -62,6 +62,7 @@ type failure struct {
 	stack      string        // of a panic
 	permanent  bool          // straight to the DLQ
 	retryDelay time.Duration // from the worker's backoff; a server computes its own
+	minDelay   time.Duration // the least retry delay, whoever computes it (an abandoned handler's: its lease)
 }
 
 // retryable reports whether repeating a report (with the same request_id) may

@@ -210,7 +210,10 @@ type completeBody struct {
 	Error         string          `json:"error,omitempty"`
 	Stack         string          `json:"stack,omitempty"`
 	SnoozeSeconds *float64        `json:"snooze_seconds,omitempty"` // a pointer: 0 is a snooze too
-	RequestID     string          `json:"request_id"`
+	// RetryAfterSeconds is the least delay before a retry (an abandoned
+	// handler's: its lease), whatever the server's backoff says.
+	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
+	RequestID         string  `json:"request_id"`
 }
 
 // report sends a task-complete, giving up at deadline, and returns the job's
@@ -236,9 +239,10 @@ func (b *httpBackend) complete(deadline time.Time, f driver.FenceParams, result 
 // fail sends "failed" for a permanent error, else "retry": the server picks the
 // backoff and whether attempts remain, so fl.retryDelay is not sent.
 func (b *httpBackend) fail(deadline time.Time, f driver.FenceParams, fl failure) (bool, error) {
-	body := completeBody{fenceBody: fenceOf(f), Status: "retry", Error: fl.err, Stack: fl.stack, RequestID: f.RequestID}
+	body := completeBody{fenceBody: fenceOf(f), Status: "retry", Error: fl.err, Stack: fl.stack, RequestID: f.RequestID,
+		RetryAfterSeconds: fl.minDelay.Seconds()}
 	if fl.permanent {
-		body.Status = "failed"
+		body.Status, body.RetryAfterSeconds = "failed", 0
 	}
 	status, err := b.report(deadline, body)
 	return status == StatusFailed, err

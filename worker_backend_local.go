@@ -129,7 +129,7 @@ func (b *localBackend) fail(deadline time.Time, f driver.FenceParams, fl failure
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	j, err := b.drv.JobFail(ctx, driver.FailParams{
-		FenceParams: f, Error: fl.err, Stack: fl.stack, Permanent: fl.permanent, RetryDelay: fl.retryDelay,
+		FenceParams: f, Error: fl.err, Stack: fl.stack, Permanent: fl.permanent, RetryDelay: max(fl.retryDelay, fl.minDelay),
 	})
 	if err != nil {
 		return false, err

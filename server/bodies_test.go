@@ -1,10 +1,12 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-dev/drover/internal/testdb"
 )
@@ -54,6 +56,51 @@ func TestOperatorCallsAndTheirBodies(t *testing.T) {
 			}
 			if code, _, body := call(t, s, "GET", fmt.Sprintf("/jobs/%d", 2), "", nil); code != http.StatusOK || !strings.Contains(string(body), `"status":"queued"`) {
 				t.Errorf("job 2 after the refused calls: %d %s; want it queued", code, body)
+			}
+		})
+	}
+}
+
+// retry_after_seconds goes with a retry only, and bounds its delay from below
+// whatever the server's backoff (here none) says.
+func TestRetryAfterSeconds(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{Backoff: func(int) time.Duration { return 0 }})
+			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+				t.Fatalf("POST /jobs: %d %s", code, body)
+			}
+			_, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(`{"worker_id":"w","queues":["default"]}`))
+			var ans struct {
+				Tasks []struct {
+					LeaseToken string `json:"lease_token"`
+				} `json:"tasks"`
+			}
+			if json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
+				t.Fatalf("claim: %s", body)
+			}
+			report := func(extra string) (int, []byte) {
+				code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
+					`{"task_id":1,"attempt":1,"lease_token":%q,"error":"gave up"%s}`, ans.Tasks[0].LeaseToken, extra)))
+				return code, b
+			}
+			for _, bad := range []string{
+				`,"status":"failed","retry_after_seconds":5`,
+				`,"status":"retry","retry_after_seconds":-1`,
+				`,"status":"retry","retry_after_seconds":5,"snooze_seconds":1`,
+			} {
+				if code, b := report(bad); code != http.StatusBadRequest || !strings.Contains(string(b), "retry_after_seconds") {
+					t.Errorf("report%s: %d %s; want 400 naming retry_after_seconds", bad, code, b)
+				}
+			}
+			before := time.Now()
+			code, b := report(`,"status":"retry","retry_after_seconds":60`)
+			var j struct {
+				Status string    `json:"status"`
+				RunAt  time.Time `json:"run_at"`
+			}
+			if code != http.StatusOK || json.Unmarshal(b, &j) != nil || j.Status != "queued" || j.RunAt.Before(before.Add(59*time.Second)) {
+				t.Errorf("retry with retry_after_seconds 60: %d %s; want queued a minute ahead", code, b)
 			}
 		})
 	}

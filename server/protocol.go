@@ -332,7 +332,11 @@ type completeRequest struct {
 	Error         *string         `json:"error"`
 	Stack         *string         `json:"stack"`
 	SnoozeSeconds *float64        `json:"snooze_seconds"`
-	RequestID     *string         `json:"request_id"`
+	// RetryAfterSeconds, with retry, is the least delay before the job runs
+	// again, whatever the server's backoff says: a worker that abandoned a
+	// handler still running asks for its lease's length.
+	RetryAfterSeconds *float64 `json:"retry_after_seconds"`
+	RequestID         *string  `json:"request_id"`
 }
 
 // taskComplete records a worker's outcome: succeeded (with output), failed (a
@@ -367,6 +371,9 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 	if req.SnoozeSeconds != nil && *req.Status != "retry" {
 		return driver.Invalid("snooze_seconds", `goes with status "retry" only`)
 	}
+	if req.RetryAfterSeconds != nil && (*req.Status != "retry" || req.SnoozeSeconds != nil) {
+		return driver.Invalid("retry_after_seconds", `goes with status "retry" only, without snooze_seconds`)
+	}
 	var job *drover.Job
 	switch *req.Status {
 	case "succeeded":
@@ -396,9 +403,16 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 			job, err = s.drv.JobSnooze(r.Context(), driver.SnoozeParams{FenceParams: f, Delay: time.Duration(d * float64(time.Second))})
 			break
 		}
+		delay := s.cfg.Backoff(s.executions(r, f))
+		if req.RetryAfterSeconds != nil {
+			d := *req.RetryAfterSeconds
+			if d < 0 || math.IsNaN(d) || d > 366*24*3600 {
+				return driver.Invalid("retry_after_seconds", "%v, must be 0 to a year", d)
+			}
+			delay = max(delay, time.Duration(d*float64(time.Second)))
+		}
 		job, err = s.drv.JobFail(r.Context(), driver.FailParams{
-			FenceParams: f, Error: msg, Stack: stack, Permanent: *req.Status == "failed",
-			RetryDelay: s.cfg.Backoff(s.executions(r, f)),
+			FenceParams: f, Error: msg, Stack: stack, Permanent: *req.Status == "failed", RetryDelay: delay,
 		})
 	default:
 		return driver.Invalid("status", `%q, want "succeeded", "failed" or "retry"`, *req.Status)
