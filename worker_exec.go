@@ -24,6 +24,10 @@ import (
 type outcome struct {
 	result any
 	err    error
+	// What the worker knows of how the handler ended, kept apart from err: a
+	// user's error whose Is matches every target passed for them.
+	abandoned bool // given up on after its grace (see run)
+	stopped   bool // its context ended by the worker's hard stop
 }
 
 // execute runs one started job to a reported end. It calls release once the
@@ -97,10 +101,13 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 		}
 	case o.err == nil && errors.Is(cause, errShutdown):
 		// Finished despite the hard stop: the result is real, keep it.
-	case errors.Is(cause, errShutdown) && !errors.Is(o.err, errShutdown):
+	case errors.Is(cause, errShutdown):
+		o.stopped = true
 		// %w on both: a Snooze or Permanent the handler answered with still decides.
 		// (A handler that returned the context's cause says so already.)
-		o.err = fmt.Errorf("%w: %w", errShutdown, o.err)
+		if !inChain(o.err, errShutdown) {
+			o.err = fmt.Errorf("%w: %w", errShutdown, o.err)
+		}
 	case o.err != nil && errors.Is(cause, errHandlerTimeout):
 		o.err = fmt.Errorf("%v: %w", cause, o.err)
 	}
@@ -109,9 +116,14 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 
 // readable returns err, or, if reading it panics (a typed nil pointer whose
 // Error or Unwrap method dereferences it, a common slip), a PanicError saying
-// so: the worker reads the error outside any recover (its text, and its chain
-// through errors.Is and errors.As), and the panic ended the worker's process,
-// and every job it held, each time the job ran again.
+// so: the worker reads the error, its text and its chain, outside any
+// recover, and the panic ended the worker's process, and every job it held,
+// each time the job ran again.
+//
+// The worker reads a handler's error only through readable, inChain and
+// found, which walk its chain themselves, bounded (eachInChain), and call no
+// Is or As method of it: errors.Is and errors.As walked an error that wraps
+// itself for ever, and an As that matched every type hid a Snooze beneath it.
 func readable(err error) (out error) {
 	if err == nil {
 		return nil
@@ -121,64 +133,74 @@ func readable(err error) (out error) {
 			out = &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) that panicked when read: %v", err, r), Stack: string(debug.Stack())}
 		}
 	}()
-	if budget := maxErrorChain; !chainBounded(err, &budget) {
-		// An error that wraps itself: errors.Is and errors.As walked it for
-		// ever, and the job's goroutine (and Stop, waiting for it) with them.
-		return &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) whose chain holds more than %d errors (does it wrap itself?)", err, maxErrorChain)}
+	_ = err.Error()                                                        // the text reported; those of the errors it wraps are not read
+	if _, ok := eachInChain(err, func(error) bool { return false }); !ok { // every Unwrap
+		return &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) that panicked when read", err)}
 	}
-	_ = err.Error()
-	_ = errors.Is(err, errProbe) // every Unwrap and Is method of the chain
-	var probe *probeError
-	_ = errors.As(err, &probe) // every As method
 	return err
 }
 
-// maxErrorChain bounds the errors readable accepts in a handler error's chain.
-const maxErrorChain = 100
+// maxErrorChain bounds the errors eachInChain visits in one chain: an error
+// that wraps itself is walked this far, and no further.
+const maxErrorChain = 10_000
 
-// chainBounded reports whether err's chain, through Unwrap() error and
-// Unwrap() []error, holds at most *budget errors, spending the budget.
-func chainBounded(err error, budget *int) bool {
-	if err == nil {
-		return true
-	}
-	if *budget--; *budget < 0 {
-		return false
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return chainBounded(u.Unwrap(), budget)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if !chainBounded(e, budget) {
-				return false
+// eachInChain calls visit on err and on the errors it wraps (Unwrap() error,
+// Unwrap() []error), depth first, at most maxErrorChain of them, until visit
+// answers true (found). ok is false if a method of the chain panicked.
+func eachInChain(err error, visit func(error) bool) (found, ok bool) {
+	defer func() {
+		if recover() != nil {
+			found, ok = false, false
+		}
+	}()
+	budget := maxErrorChain
+	var walk func(error) bool
+	walk = func(e error) bool {
+		if e == nil || budget <= 0 {
+			return false
+		}
+		budget--
+		if visit(e) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, c := range u.Unwrap() {
+				if walk(c) {
+					return true
+				}
 			}
 		}
+		return false
 	}
-	return true
+	return walk(err), true
 }
 
-// found is errors.As into a *E, counted only if the target comes back set: an
-// As method that answers true without setting it (a return true outside its
-// type switch, a common slip) matched every type, and the nil target was then
-// read, which ended the worker's process.
+// inChain reports whether target is one of the errors of err's chain.
+func inChain(err, target error) bool {
+	hit, _ := eachInChain(err, func(e error) bool { return e == target })
+	return hit
+}
+
+// found is the first *E of err's chain that is not nil, or nil. Drover's own
+// error types are found by their type, not through a user's As method (one
+// that answered true without setting its target ended the process).
 func found[E any, P interface {
 	*E
 	error
 }](err error) P {
-	var target P
-	if errors.As(err, &target) && target != nil {
-		return target
-	}
-	return nil
+	var hit P
+	eachInChain(err, func(e error) bool {
+		p, ok := e.(P)
+		if ok && p != nil {
+			hit = p
+		}
+		return hit != nil
+	})
+	return hit
 }
-
-// errProbe and probeError match no error: readable walks a chain with them.
-var errProbe = errors.New("probe")
-
-type probeError struct{}
-
-func (*probeError) Error() string { return "probe" }
 
 // encodeResult is json.Marshal, with a panic of the value's own MarshalJSON
 // (which json.Marshal passes on) turned into an error with its stack.
@@ -292,7 +314,7 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 		}()
 		res, err := h.run(ctx, job)
 		returned = true
-		call.answer(outcome{res, err})
+		call.answer(outcome{result: res, err: err})
 	}()
 	select {
 	case o := <-call.ch:
@@ -314,7 +336,7 @@ func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func
 		w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
 			"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "grace", graceFor, "cause", context.Cause(ctx))
 		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; %w (its slot stays taken until it returns)",
-			graceFor, errAbandoned)}
+			graceFor, errAbandoned), abandoned: true}
 	}
 }
 
@@ -486,7 +508,9 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 		if o.result != nil {
 			var err error
 			if result, err = encodeResult(o.result); err != nil {
-				o.err = Permanent(fmt.Errorf("encode result of kind %q: %w", job.Kind, err))
+				// %v: the text only, none of the encoder's (or a MarshalJSON's)
+				// errors in the chain, which the worker walks.
+				o.err = Permanent(fmt.Errorf("encode result of kind %q: %v", job.Kind, err))
 			} else if err = driver.CheckResult(result); err != nil {
 				// Retrying would only fail the same way; say why, once.
 				o.err = Permanent(fmt.Errorf("result of kind %q cannot be stored: %w", job.Kind, err))
@@ -497,23 +521,16 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 	var snooze time.Duration
 	var snoozed bool
 	if o.err != nil {
-		if _, local := w.be.(*localBackend); !local && errors.Is(o.err, errAbandoned) {
-			// A remote worker's failure carries no retry delay (the server
-			// applies its own backoff, which may be at once): not reported,
-			// the job runs again only once its lease has expired, as a
-			// crashed worker's does, not beside the handler still running.
-			w.stats.LeaseLost.Add(1) // given up: its lease will expire
-			w.observeLeaseLost(job)
-			log.Warn("handler abandoned: not reported; the job runs again once its lease expires", "err", o.err)
-			return
-		}
-		f, snooze, snoozed = w.classify(job, h, o.err)
-		if errors.Is(o.err, errAbandoned) {
+		f, snooze, snoozed = w.classify(job, h, o.err, o.stopped)
+		if o.abandoned {
 			// The handler may still be running: its job runs again no sooner
 			// than its lease, renewed at most a lease ago, would have expired,
 			// as a crashed worker's does. At a shutdown's zero delay another
-			// worker ran it beside the abandoned handler at once.
+			// worker ran it beside the abandoned handler at once; a remote
+			// worker's server applies its own backoff, so the delay is asked
+			// of it (retry_after_seconds).
 			f.retryDelay = max(f.retryDelay, lease)
+			f.minDelay = lease
 		}
 	}
 	if _, local := w.be.(*localBackend); !local || o.err != nil {
@@ -631,7 +648,7 @@ func truncate(s string, n int) string {
 var jsonNull = json.RawMessage("null")
 
 // classify turns a handler's error into a snooze (snoozed, after d) or a failure.
-func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d time.Duration, snoozed bool) {
+func (w *Worker) classify(job *Job, h *kindHandler, err error, stopped bool) (f failure, d time.Duration, snoozed bool) {
 	if snooze := found[snoozeError](err); snooze != nil {
 		return failure{}, snooze.d, true
 	}
@@ -643,7 +660,7 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error) (f failure, d tim
 		err: failureMessage(err), permanent: found[permanentError](err) != nil,
 		retryDelay: w.backoffOf(backoff, job), // added to the database clock, never ours
 	}
-	if errors.Is(err, errShutdown) {
+	if stopped {
 		f.retryDelay = 0 // interrupted, not failing: another worker may take it at once
 	}
 	if panicErr := found[PanicError](err); panicErr != nil {

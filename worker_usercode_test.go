@@ -172,11 +172,12 @@ type selfWrap struct{ msg string }
 func (e *selfWrap) Error() string { return e.msg }
 func (e *selfWrap) Unwrap() error { return e }
 
-// Error values whose methods misbehave end their job, not the process or the
-// job's goroutine: an As that matches every type left the worker reading a
-// nil target; a wrapped nil *PanicError was matched and read; an error that
-// wraps itself had errors.Is walk it for ever, and Stop wait for it
-// (helper-41).
+// Error values whose methods misbehave end their job, with their own message,
+// not the process or the job's goroutine: an As that matches every type left
+// the worker reading a nil target; a wrapped nil *PanicError was matched and
+// read; an error that wraps itself had errors.Is walk it for ever, and Stop
+// wait for it (helper-41), then was replaced by a message of the worker's
+// (helper-42).
 func TestMisbehavingErrorsEndOnlyTheirJob(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
@@ -190,11 +191,78 @@ func TestMisbehavingErrorsEndOnlyTheirJob(t *testing.T) {
 			drover.Register(ws, name, func(context.Context, *drover.Job, struct{}) (any, error) { return nil, mk() })
 		}
 		startWorker(t, c, fastWorkerConfig(ws))
-		for name, want := range map[string]string{"as-always": "card declined", "nil-panic-error": "charge", "self-wrap": "wrap itself"} {
+		for name, want := range map[string]string{"as-always": "card declined", "nil-panic-error": "charge", "self-wrap": "declined"} {
 			id := enqueue(t, c, name, nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
 			if j := waitStatus(t, c, id, drover.StatusFailed); !strings.Contains(j.Error, want) {
 				t.Errorf("%s: %s; want failed, its error saying %q", name, describe(j), want)
 			}
+		}
+	})
+}
+
+// asAlwaysWrap wraps an error under an As that matches every type.
+type asAlwaysWrap struct{ inner error }
+
+func (e *asAlwaysWrap) Error() string   { return "charge: " + e.inner.Error() }
+func (e *asAlwaysWrap) Unwrap() error   { return e.inner }
+func (e *asAlwaysWrap) As(any) bool     { return true }
+func (e *asAlwaysWrap) Is(error) bool   { return true }
+func (e *asAlwaysWrap) String() string  { return e.Error() }
+func (e *asAlwaysWrap) Timeout() bool   { return false }
+func (e *asAlwaysWrap) Temporary() bool { return false }
+
+// badMarshal's MarshalJSON fails with a typed nil *wrapErr, whose Unwrap
+// panics.
+type badMarshal struct{}
+
+func (badMarshal) MarshalJSON() ([]byte, error) { var e *wrapErr; return nil, e }
+
+// The worker finds its own answers (Snooze, Permanent) by walking the error's
+// chain itself, as far as 10,000 errors, and consults no Is or As method of
+// the user's: a Permanent or Snooze deep in a join was lost past a bound of
+// 100, a Snooze below an As that matches every type was not seen, an Is that
+// matches every target passed for the worker's own shutdown and retried the
+// job at once, and an encoding error whose Unwrap panics ended the process
+// (helper-42).
+func TestTheWorkersAnswersAreFoundInAnyChain(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		join := func(last error) error {
+			errs := make([]error, 150)
+			for i := range errs {
+				errs[i] = fmt.Errorf("step %d failed", i)
+			}
+			return errors.Join(append(errs, last)...)
+		}
+		hourly := drover.WithBackoff(func(int) time.Duration { return time.Hour })
+		handlers := map[string]func() (any, error){
+			"permanent-in-join": func() (any, error) { return nil, drover.Permanent(join(errors.New("declined"))) },
+			"snooze-in-join":    func() (any, error) { return nil, join(drover.Snooze(time.Hour)) },
+			"snooze-below-as":   func() (any, error) { return nil, &asAlwaysWrap{drover.Snooze(time.Hour)} },
+			"is-always":         func() (any, error) { return nil, &asAlwaysWrap{errors.New("declined")} },
+			"bad-marshal":       func() (any, error) { return badMarshal{}, nil },
+		}
+		for name, h := range handlers {
+			drover.Register(ws, name, func(context.Context, *drover.Job, struct{}) (any, error) { return h() }, hourly)
+		}
+		startWorker(t, c, fastWorkerConfig(ws))
+		later := time.Now().Add(30 * time.Minute)
+		for name, want := range map[string]func(*drover.Job) bool{
+			"permanent-in-join": func(j *drover.Job) bool { return j.Status == drover.StatusFailed && j.Executions == 1 },
+			"snooze-in-join": func(j *drover.Job) bool {
+				return j.Status == drover.StatusQueued && j.Executions == 0 && j.RunAt.After(later)
+			},
+			"snooze-below-as": func(j *drover.Job) bool {
+				return j.Status == drover.StatusQueued && j.Executions == 0 && j.RunAt.After(later)
+			},
+			"is-always": func(j *drover.Job) bool {
+				return j.Status == drover.StatusQueued && j.Executions == 1 && j.RunAt.After(later)
+			},
+			"bad-marshal": func(j *drover.Job) bool { return j.Status == drover.StatusFailed && j.Executions == 1 },
+		} {
+			id := enqueue(t, c, name, nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+			waitJob(t, c, id, name+"'s answer", want)
 		}
 	})
 }
