@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
 )
 
 // nilPtrErr has a pointer receiver, as error types often do: a handler that
@@ -264,5 +265,29 @@ func TestTheWorkersAnswersAreFoundInAnyChain(t *testing.T) {
 			id := enqueue(t, c, name, nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
 			waitJob(t, c, id, name+"'s answer", want)
 		}
+	})
+}
+
+// An EngineConfig.OnLeader that panics is logged, and the engine leads on:
+// the panic ended the process, and the one on the way out skipped the
+// resignation (helper-42).
+func TestPanickingOnLeaderDoesNotEndTheEngine(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		id := enqueue(t, c, "k", nil, nil).ID
+		claimed, err := c.Driver().JobClaim(context.Background(), driver.ClaimParams{
+			Queues: []string{drover.DefaultQueue}, Limit: 1, Owner: "gone", LeaseDuration: 100 * time.Millisecond, Start: true})
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim: %v, %v", claimed, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		e := drover.NewEngine(c, &drover.EngineConfig{LeaderTTL: time.Second, ReapInterval: 50 * time.Millisecond, Retention: -1,
+			OnLeader: func(bool) { panic("hook bug") }})
+		go func() { defer close(done); _ = e.Run(ctx) }()
+		// The reaper runs only under a leader that survived its hook.
+		waitJob(t, c, id, "reaped", func(j *drover.Job) bool { return j.Status == drover.StatusQueued && j.Attempt == 1 })
+		cancel()
+		<-done
 	})
 }

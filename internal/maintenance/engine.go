@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,9 +107,7 @@ func (e *Engine) Run(ctx context.Context) {
 			loops.Wait()
 			loopsCancel = nil
 			e.leader.Store(false)
-			if e.cfg.OnLeader != nil {
-				e.cfg.OnLeader(false)
-			}
+			e.onLeader(false)
 			e.log.Info("leadership lost")
 		}
 	}
@@ -142,9 +141,7 @@ func (e *Engine) Run(ctx context.Context) {
 				lctx, cancelLoops := context.WithCancel(ctx)
 				loopsCancel = cancelLoops
 				e.leader.Store(true)
-				if e.cfg.OnLeader != nil {
-					e.cfg.OnLeader(true)
-				}
+				e.onLeader(true)
 				e.log.Info("became leader")
 				e.startLoops(lctx, &loops)
 			}
@@ -278,4 +275,19 @@ func (e *Engine) retain(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// onLeader calls Config.OnLeader, logging a panic instead of letting it end
+// the process: it is user code, called from the election loop, and a panic
+// there also skipped the resignation on the way out.
+func (e *Engine) onLeader(leading bool) {
+	if e.cfg.OnLeader == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("OnLeader panicked", "leading", leading, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	e.cfg.OnLeader(leading)
 }
