@@ -98,6 +98,37 @@ func (a *answerAfterHardStop) JobClaim(ctx context.Context, p driver.ClaimParams
 	return jobs, err
 }
 
+// stopAtClaim runs a worker over drv whose "pay" handler counts its runs,
+// enqueues one job of max_attempts 1, and stops the worker with a deadline
+// already past once the claim has committed (committed), while its answer is
+// held: the hard stop. It returns the job's id and the handler's runs.
+func stopAtClaim(t *testing.T, base *drover.Client, drv driver.Driver, committed <-chan struct{}) (int64, *atomic.Int32) {
+	t.Helper()
+	c, err := drover.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	ws := drover.NewWorkers()
+	drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) {
+		runs.Add(1)
+		return "paid", nil
+	})
+	w, err := drover.NewWorker(c, fastWorkerConfig(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, base, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+	waitChan(t, committed, "the claim to commit")
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now())
+	defer cancel()
+	_ = w.Stop(ctx)
+	return id, &runs
+}
+
 // A claim whose answer arrives when the worker is stopping is not run: Stop
 // gives claimed jobs that have not started back to their queue, without using
 // an execution. Started after the hard stop with its context already
@@ -107,32 +138,9 @@ func TestClaimAnsweredAfterTheHardStopIsGivenBack(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		base := newClient(t, kind, nil)
 		drv := &answerAfterHardStop{Driver: base.Driver(), committed: make(chan struct{})}
-		c, err := drover.NewClient(drv, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ran := make(chan struct{}, 1)
-		ws := drover.NewWorkers()
-		drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) {
-			ran <- struct{}{}
-			return "paid", nil
-		})
-		w, err := drover.NewWorker(c, fastWorkerConfig(ws))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		id := enqueue(t, base, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
-		waitChan(t, drv.committed, "the claim to commit")
-		ctx, cancel := context.WithDeadline(context.Background(), time.Now())
-		defer cancel()
-		_ = w.Stop(ctx)
-		select {
-		case <-ran:
-			t.Error("the handler ran after the hard stop")
-		default:
+		id, runs := stopAtClaim(t, base, drv, drv.committed)
+		if n := runs.Load(); n != 0 {
+			t.Errorf("the handler ran %d times after the hard stop", n)
 		}
 		if j := getJob(t, base, id); j.Status != drover.StatusQueued || j.Executions != 0 {
 			t.Errorf("claimed by a worker at its hard stop: %s; want given back: queued, no execution used", describe(j))
@@ -161,24 +169,7 @@ func TestGiveBackIsRetried(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		base := newClient(t, kind, nil)
 		drv := &snoozeFailsOnce{answerAfterHardStop: &answerAfterHardStop{Driver: base.Driver(), committed: make(chan struct{})}}
-		c, err := drover.NewClient(drv, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws := drover.NewWorkers()
-		drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) { return "paid", nil })
-		w, err := drover.NewWorker(c, fastWorkerConfig(ws))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		id := enqueue(t, base, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
-		waitChan(t, drv.committed, "the claim to commit")
-		ctx, cancel := context.WithDeadline(context.Background(), time.Now())
-		defer cancel()
-		_ = w.Stop(ctx)
+		id, _ := stopAtClaim(t, base, drv, drv.committed)
 		if !drv.failed.Load() {
 			t.Fatal("no give-back was tried")
 		}

@@ -109,15 +109,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // wrong types and malformed JSON are 400s that name what was wrong. The body is
 // JSON whatever the Content-Type says, so `curl -d '{…}'` works as typed.
 func decode(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeBytes(body, v)
+}
+
+// readBody reads the request's body: a body over the server's limit keeps its
+// *http.MaxBytesError (a 413), any other failure is a 400.
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return err
+			return nil, err
 		}
-		return badRequest("reading the request body: %v", err)
+		return nil, badRequest("reading the request body: %v", err)
 	}
-	return decodeBytes(body, v)
+	return body, nil
 }
 
 // decodeOptional is decode for an endpoint whose body is optional: an empty
@@ -125,13 +135,9 @@ func decode(r *http.Request, v any) error {
 // fields passes &struct{}{}: anything but {} is then refused, rather than
 // ignored (a request_id sent to one that takes none was silently dropped).
 func decodeOptional(r *http.Request, v any) error {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badRequest("reading the request body: %v", err)
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
