@@ -133,8 +133,10 @@ func readable(err error) (out error) {
 			out = &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) that panicked when read: %v", err, r), Stack: string(debug.Stack())}
 		}
 	}()
-	_ = err.Error()                                                        // the text reported; those of the errors it wraps are not read
-	if _, ok := eachInChain(err, func(error) bool { return false }); !ok { // every Unwrap
+	// The text reported; those of the errors it wraps are not read. Then
+	// every Unwrap of the chain.
+	_ = err.Error()
+	if _, ok := eachInChain(err, func(error) bool { return false }); !ok {
 		return &PanicError{Value: fmt.Sprintf("the handler returned an error (%T) that panicked when read", err)}
 	}
 	return err
@@ -508,9 +510,13 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 		if o.result != nil {
 			var err error
 			if result, err = encodeResult(o.result); err != nil {
-				// %v: the text only, none of the encoder's (or a MarshalJSON's)
-				// errors in the chain, which the worker walks.
-				o.err = Permanent(fmt.Errorf("encode result of kind %q: %v", job.Kind, err))
+				if _, panicked := err.(*PanicError); panicked { // ours: its stack is kept
+					o.err = Permanent(fmt.Errorf("encode result of kind %q: %w", job.Kind, err))
+				} else {
+					// %v: the text only, none of the encoder's (or a
+					// MarshalJSON's) errors in the chain the worker walks.
+					o.err = Permanent(fmt.Errorf("encode result of kind %q: %v", job.Kind, err))
+				}
 			} else if err = driver.CheckResult(result); err != nil {
 				// Retrying would only fail the same way; say why, once.
 				o.err = Permanent(fmt.Errorf("result of kind %q cannot be stored: %w", job.Kind, err))
