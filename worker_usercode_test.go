@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -270,8 +271,18 @@ func TestTheWorkersAnswersAreFoundInAnyChain(t *testing.T) {
 
 // An EngineConfig.OnLeader that panics is logged, and the engine leads on:
 // the panic ended the process, and the one on the way out skipped the
-// resignation (helper-42).
+// resignation (helper-42). One that calls runtime.Goexit ended the engine's
+// Run, and nothing was reaped (helper-43).
 func TestPanickingOnLeaderDoesNotEndTheEngine(t *testing.T) {
+	for name, hook := range map[string]func(bool){
+		"panic":  func(bool) { panic("hook bug") },
+		"goexit": func(bool) { runtime.Goexit() },
+	} {
+		t.Run(name, func(t *testing.T) { onLeaderHookTest(t, hook) })
+	}
+}
+
+func onLeaderHookTest(t *testing.T, hook func(bool)) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
 		id := enqueue(t, c, "k", nil, nil).ID
@@ -283,7 +294,7 @@ func TestPanickingOnLeaderDoesNotEndTheEngine(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		e := drover.NewEngine(c, &drover.EngineConfig{LeaderTTL: time.Second, ReapInterval: 50 * time.Millisecond, Retention: -1,
-			OnLeader: func(bool) { panic("hook bug") }})
+			OnLeader: hook})
 		go func() { defer close(done); _ = e.Run(ctx) }()
 		// The reaper runs only under a leader that survived its hook.
 		waitJob(t, c, id, "reaped", func(j *drover.Job) bool { return j.Status == drover.StatusQueued && j.Attempt == 1 })

@@ -280,14 +280,27 @@ func (e *Engine) retain(ctx context.Context) {
 // onLeader calls Config.OnLeader, logging a panic instead of letting it end
 // the process: it is user code, called from the election loop, and a panic
 // there also skipped the resignation on the way out.
+//
+// It runs the hook on a goroutine of its own and waits for it: a hook that
+// calls runtime.Goexit (t.FailNow, say), which no recover stops, then ends
+// only that goroutine, not the election loop.
 func (e *Engine) onLeader(leading bool) {
 	if e.cfg.OnLeader == nil {
 		return
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			e.log.Error("OnLeader panicked", "leading", leading, "panic", r, "stack", string(debug.Stack()))
-		}
+	done := make(chan struct{})
+	go func() {
+		returned := false
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				e.log.Error("OnLeader panicked", "leading", leading, "panic", r, "stack", string(debug.Stack()))
+			} else if !returned {
+				e.log.Error("OnLeader called runtime.Goexit instead of returning", "leading", leading)
+			}
+		}()
+		e.cfg.OnLeader(leading)
+		returned = true
 	}()
-	e.cfg.OnLeader(leading)
+	<-done
 }
