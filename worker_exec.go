@@ -170,6 +170,9 @@ func eachInChain(err error, visit func(error) bool) (found, ok bool) {
 			return walk(u.Unwrap())
 		case interface{ Unwrap() []error }:
 			for _, c := range u.Unwrap() {
+				if budget <= 0 {
+					break // spent: the rest of a wide chain is not walked either
+				}
 				if walk(c) {
 					return true
 				}
