@@ -150,6 +150,11 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		if ctx.Err() != nil {
 			return noTasks() // claim nothing the worker may not receive
 		}
+		select {
+		case <-shutdown:
+			return noTasks() // no claim begins once the server is shutting down
+		default:
+		}
 		// How long after the request arrived this claim began, on this
 		// server's clock: the worker adds it to when it sent the request for
 		// the earliest its lease may have begun, where the answer's arrival

@@ -319,7 +319,11 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 		return fmt.Errorf("listen on %s: %w", lc.Addr, err)
 	}
 	shutdown := make(chan struct{})
-	baseCtx := context.WithValue(context.Background(), shutdownKey{}, shutdown)
+	// Requests' contexts end when their client leaves, or, past the shutdown's
+	// deadline, when the server gives up on them (cancelBase): a handler
+	// blocked at the database is then canceled, and the driver can close.
+	baseCtx, cancelBase := context.WithCancel(context.WithValue(context.Background(), shutdownKey{}, shutdown))
+	defer cancelBase()
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -356,6 +360,8 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 	sctx, cancel := context.WithTimeout(context.Background(), lc.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		cancelBase() // the handlers still running are canceled, their database calls with them
+		_ = srv.Close()
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil

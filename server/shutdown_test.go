@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// A request still blocked at the database when the shutdown's deadline passes
+// is canceled, its database call with it, so that the driver can close: once
+// shutdown no longer canceled requests at its start, a heartbeat waiting on a
+// row lock outlived ListenAndServe, and closing the pool waited for the lock
+// (helper-43).
+func TestShutdownCancelsARequestPastItsDeadline(t *testing.T) {
+	url := testdb.URL(t, "postgres")
+	d := testdb.OpenURL(t, "postgres", url)
+	c, err := drover.NewClient(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(c, Config{})
+	t.Cleanup(s.Close)
+	if _, err := c.Enqueue(context.Background(), "k", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	addr, served := make(chan net.Addr, 1), make(chan error, 1)
+	go func() {
+		served <- ListenAndServe(ctx, s, ListenConfig{Addr: "127.0.0.1:0", ShutdownTimeout: 500 * time.Millisecond,
+			Ready: func(a net.Addr) { addr <- a }}, nil)
+	}()
+	base := fmt.Sprintf("http://%s", <-addr)
+	resp, err := http.Post(base+"/internal/task-claim", "application/json", strings.NewReader(`{"worker_id":"w1","queues":["default"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		Tasks []struct {
+			TaskID     int64  `json:"task_id"`
+			Attempt    int    `json:"attempt"`
+			LeaseToken string `json:"lease_token"`
+		} `json:"tasks"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	if err != nil || len(ans.Tasks) != 1 {
+		t.Fatalf("claim: %+v, %v", ans, err)
+	}
+	tk := ans.Tasks[0]
+
+	// Another session holds the job's row: the heartbeat waits for it.
+	lock, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(context.Background())
+	tx, err := lock.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	if _, err := tx.Exec(context.Background(), "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", tk.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if r, err := http.Post(base+"/internal/heartbeat", "application/json", strings.NewReader(fmt.Sprintf(
+			`{"task_id":%d,"attempt":%d,"lease_token":%q}`, tk.TaskID, tk.Attempt, tk.LeaseToken))); err == nil {
+			r.Body.Close()
+		}
+	}()
+	// No signal says the heartbeat reached the lock: ask the database until it has.
+	for end := time.Now().Add(10 * time.Second); ; {
+		var waiting bool
+		if err := lock.QueryRow(context.Background(),
+			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%drover_jobs%')").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the heartbeat never waited on the row lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-served // past the deadline: an error saying so
+	closed := make(chan struct{})
+	go func() { _ = d.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Error("closing the driver after ListenAndServe returned: blocked (the heartbeat's query still holds its connection)")
+	}
+	_ = tx.Rollback(context.Background())
+	<-closed
+}
