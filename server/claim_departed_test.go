@@ -205,3 +205,30 @@ func TestClaimUnderWayAtShutdown(t *testing.T) {
 		}
 	}
 }
+
+// A claim resent (its answer was lost) when the server has begun shutting
+// down is answered the tasks its first sending took: answered no tasks, the
+// worker, for which a 200 is final, left them leased to nobody (helper-44).
+func TestClaimResentAtShutdownIsReplayed(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{})
+			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k","max_attempts":1}`)); code != http.StatusCreated {
+				t.Fatalf("POST /jobs: %d %s", code, body)
+			}
+			claim := `{"worker_id":"w1","queues":["default"],"request_id":"R-lost"}`
+			if code, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(claim)); !strings.Contains(string(body), `"task_id":1`) {
+				t.Fatalf("first claim: %d %s", code, body) // its answer is lost
+			}
+			shutdown := make(chan struct{})
+			close(shutdown) // the server has begun shutting down
+			ctx := context.WithValue(context.Background(), shutdownKey{}, shutdown)
+			req := httptest.NewRequestWithContext(ctx, "POST", "/internal/task-claim", strings.NewReader(claim))
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			if !strings.Contains(rec.Body.String(), `"task_id":1`) || !strings.Contains(rec.Body.String(), `"replayed":true`) {
+				t.Errorf("the resend at shutdown: %d %s; want task 1 replayed", rec.Code, rec.Body.String())
+			}
+		})
+	}
+}

@@ -146,14 +146,20 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]any{"tasks": []Task{}})
 		return nil
 	}
-	for {
+	for first := true; ; first = false {
 		if ctx.Err() != nil {
 			return noTasks() // claim nothing the worker may not receive
 		}
-		select {
-		case <-shutdown:
-			return noTasks() // no claim begins once the server is shutting down
-		default:
+		if !first {
+			// Once the server is shutting down no further claim begins (the
+			// wait's select may have picked a wake-up). The first always
+			// runs: a resend of a claim whose answer was lost is answered
+			// its tasks, which "no tasks" would leave leased to nobody.
+			select {
+			case <-shutdown:
+				return noTasks()
+			default:
+			}
 		}
 		// How long after the request arrived this claim began, on this
 		// server's clock: the worker adds it to when it sent the request for
@@ -237,6 +243,10 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []T
 	// after the claim and gives back what a departed worker cannot receive.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.LeaseDuration)
 	defer cancel()
+	if life := serverLife(r.Context()); life != nil {
+		// Past the shutdown's deadline the server gives up on it too.
+		defer context.AfterFunc(life, cancel)()
+	}
 	jobs, err := s.drv.JobClaim(ctx, p)
 	if err != nil {
 		return nil, false, err

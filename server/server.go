@@ -292,6 +292,17 @@ type ListenConfig struct {
 // is written on a live context.
 type shutdownKey struct{}
 
+// lifeKey is the context key of the server's life: the context ListenAndServe
+// cancels once its shutdown's deadline has passed. Work that must outlive its
+// request (a claim, which a departed worker must not cut short) ends with it.
+type lifeKey struct{}
+
+// serverLife is the server's life of ctx; nil outside ListenAndServe.
+func serverLife(ctx context.Context) context.Context {
+	life, _ := ctx.Value(lifeKey{}).(context.Context)
+	return life
+}
+
 // shuttingDown is the shutdown channel of ctx; nil (never ready) outside
 // ListenAndServe.
 func shuttingDown(ctx context.Context) <-chan struct{} {
@@ -322,8 +333,9 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 	// Requests' contexts end when their client leaves, or, past the shutdown's
 	// deadline, when the server gives up on them (cancelBase): a handler
 	// blocked at the database is then canceled, and the driver can close.
-	baseCtx, cancelBase := context.WithCancel(context.WithValue(context.Background(), shutdownKey{}, shutdown))
+	life, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
+	baseCtx := context.WithValue(context.WithValue(life, shutdownKey{}, shutdown), lifeKey{}, life)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -22,6 +22,16 @@ import (
 // row lock outlived ListenAndServe, and closing the pool waited for the lock
 // (helper-43).
 func TestShutdownCancelsARequestPastItsDeadline(t *testing.T) {
+	for _, call := range []string{"heartbeat", "claim"} {
+		t.Run(call, func(t *testing.T) { shutdownWithABlockedCall(t, call) })
+	}
+}
+
+// shutdownWithABlockedCall runs a server, has another session lock the
+// job's row (a heartbeat) or the job table (a claim, whose statement outlives
+// its request so that a departed worker cannot cut it short), sends that
+// call, and shuts the server down while it waits.
+func shutdownWithABlockedCall(t *testing.T, call string) {
 	url := testdb.URL(t, "postgres")
 	d := testdb.OpenURL(t, "postgres", url)
 	c, err := drover.NewClient(d, nil)
@@ -70,27 +80,33 @@ func TestShutdownCancelsARequestPastItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck
-	if _, err := tx.Exec(context.Background(), "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", tk.TaskID); err != nil {
+	lockSQL, path, body := "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", "/internal/heartbeat",
+		fmt.Sprintf(`{"task_id":%d,"attempt":%d,"lease_token":%q}`, tk.TaskID, tk.Attempt, tk.LeaseToken)
+	args := []any{tk.TaskID}
+	if call == "claim" {
+		lockSQL, path, body, args = "LOCK TABLE drover_jobs IN ACCESS EXCLUSIVE MODE", "/internal/task-claim",
+			`{"worker_id":"w2","queues":["default"]}`, nil
+	}
+	if _, err := tx.Exec(context.Background(), lockSQL, args...); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		if r, err := http.Post(base+"/internal/heartbeat", "application/json", strings.NewReader(fmt.Sprintf(
-			`{"task_id":%d,"attempt":%d,"lease_token":%q}`, tk.TaskID, tk.Attempt, tk.LeaseToken))); err == nil {
+		if r, err := http.Post(base+path, "application/json", strings.NewReader(body)); err == nil {
 			r.Body.Close()
 		}
 	}()
-	// No signal says the heartbeat reached the lock: ask the database until it has.
+	// No signal says the call reached the lock: ask the database until it has.
 	for end := time.Now().Add(10 * time.Second); ; {
 		var waiting bool
 		if err := lock.QueryRow(context.Background(),
-			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%drover_jobs%')").Scan(&waiting); err != nil {
+			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid())").Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatal("the heartbeat never waited on the row lock")
+			t.Fatalf("the %s never waited on the lock", call)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -101,7 +117,7 @@ func TestShutdownCancelsARequestPastItsDeadline(t *testing.T) {
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
-		t.Error("closing the driver after ListenAndServe returned: blocked (the heartbeat's query still holds its connection)")
+		t.Errorf("closing the driver after ListenAndServe returned: blocked (the %s's query still holds its connection)", call)
 	}
 	_ = tx.Rollback(context.Background())
 	<-closed
