@@ -71,11 +71,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 				t.Fatalf("POST /jobs: %d %s", code, body)
 			}
 			_, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(`{"worker_id":"w","queues":["default"]}`))
-			var ans struct {
-				Tasks []struct {
-					LeaseToken string `json:"lease_token"`
-				} `json:"tasks"`
-			}
+			var ans claimAnswer
 			if json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
 				t.Fatalf("claim: %s", body)
 			}

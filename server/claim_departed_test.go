@@ -75,13 +75,7 @@ func TestClaimOfADepartedWorker(t *testing.T) {
 				<-h.entered
 				cancel() // the worker's connection broke: no answer reaches it
 
-				var ans struct {
-					Tasks []struct {
-						TaskID     int64  `json:"task_id"`
-						Attempt    int    `json:"attempt"`
-						LeaseToken string `json:"lease_token"`
-					} `json:"tasks"`
-				}
+				var ans claimAnswer
 				if tc.resend {
 					// The worker resends the claim and is answered the task.
 					code, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(claim))

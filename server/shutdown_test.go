@@ -55,13 +55,7 @@ func shutdownWithABlockedCall(t *testing.T, call string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ans struct {
-		Tasks []struct {
-			TaskID     int64  `json:"task_id"`
-			Attempt    int    `json:"attempt"`
-			LeaseToken string `json:"lease_token"`
-		} `json:"tasks"`
-	}
+	var ans claimAnswer
 	err = json.NewDecoder(resp.Body).Decode(&ans)
 	resp.Body.Close()
 	if err != nil || len(ans.Tasks) != 1 {
