@@ -246,3 +246,26 @@ func sameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
 		}
 	}
 }
+
+// A claim in a transaction (ClaimParams.Abandoned set) is not canceled once it
+// commits: a context that ends as the COMMIT is sent no longer turns a claim
+// the database may have committed into an error, which left its jobs leased
+// to a caller told nothing was claimed (helper-45). Here the context ends
+// just before the COMMIT, from the Abandoned hook.
+func TestClaimCommitIsNotCanceled(t *testing.T) {
+	t.Parallel()
+	d := open(t)
+	if _, err := d.JobInsertMany(context.Background(), []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", LeaseDuration: time.Minute, Start: true,
+		Abandoned: func() bool { cancel(); return false }})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim whose context ended before its COMMIT = %v, %v; want the job, committed", jobs, err)
+	}
+	if j, err := d.JobGet(context.Background(), jobs[0].ID); err != nil || j.Status != lifecycle.StatusRunning {
+		t.Errorf("job after the claim: %+v, %v; want running", j, err)
+	}
+}

@@ -109,11 +109,20 @@ func (d *Driver) claimInTx(ctx context.Context, db interface {
 	if len(jobs) > 0 && p.Abandoned() {
 		return []*driver.Job{}, nil // rolled back by the deferred call
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// The COMMIT is not canceled with ctx: canceled once it was under way,
+	// it could commit while the call reported the cancel, the jobs then
+	// leased to a caller that was told nothing was claimed. Past this point
+	// the caller learns what was claimed, and gives back what it cannot use.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitBound)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return jobs, nil
 }
+
+// commitBound bounds a claim's COMMIT, which its caller's context does not.
+const commitBound = 10 * time.Second
 
 // claimRequestLock is the first key of the advisory locks JobClaim takes on
 // request ids ('dcl' in ASCII), so they share no key with other locks.
