@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/internal/testdb"
 )
 
@@ -16,11 +15,7 @@ import (
 func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d := openUnmigrated(t, testdb.PostgresURL(t))
 	st, err := d.MigrateStatus(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -21,15 +21,22 @@ func open(t testing.TB) *pgdriver.Driver {
 // openURL opens a migrated driver on url, closed at the end of t.
 func openURL(t testing.TB, url string) *pgdriver.Driver {
 	t.Helper()
-	ctx := context.Background()
-	d, err := pgdriver.New(ctx, url, pgdriver.Options{})
+	d := openUnmigrated(t, url)
+	if err := d.MigrateUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// openUnmigrated opens a driver on url without migrating its database, closed
+// at the end of t: for tests that migrate it themselves.
+func openUnmigrated(t testing.TB, url string) *pgdriver.Driver {
+	t.Helper()
+	d, err := pgdriver.New(context.Background(), url, pgdriver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
 	return d
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/driver"
-	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/internal/testdb"
 	"github.com/drover-dev/drover/lifecycle"
 )
@@ -18,16 +17,12 @@ import (
 func TestMigration006CarriesEveryJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, err := pgdriver.New(ctx, testdb.PostgresURL(t), pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d := openUnmigrated(t, testdb.PostgresURL(t))
 	if err := d.MigrateTo(5); err != nil {
 		t.Fatal(err)
 	}
 	// As the driver of migration 005 left them.
-	_, err = d.Pool().Exec(ctx, `
+	_, err := d.Pool().Exec(ctx, `
 INSERT INTO drover_jobs (kind, queue, status, priority, run_at, max_attempts, attempt, executions,
                          owner, lease_token, lease_expires_at, result, error, finished_at) VALUES
   ('k', 'a', 'queued',    0, now() - interval '1 minute', 3, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL),
