@@ -300,6 +300,18 @@ type HeartbeatResult struct {
 	CancelRequested bool
 }
 
+// CanonicalToken returns a lease token in the one spelling the drivers store
+// and compare: lower-case 8-4-4-4-12. A lease token is a UUID, taken in any
+// form uuid.Parse reads (capitals, braces, urn:uuid:); one that is no UUID is
+// returned as given, and matches no lease.
+func CanonicalToken(s string) string {
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return s
+	}
+	return u.String()
+}
+
 // sameToken compares lease tokens as UUIDs, as the drivers' fences do (any
 // case, any of the forms uuid.Parse reads).
 func sameToken(a, b string) bool {

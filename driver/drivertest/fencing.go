@@ -3,6 +3,7 @@ package drivertest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -17,6 +18,7 @@ var fencingTests = []suiteTest{
 	{"WrongLeaseToken", testWrongToken},
 	{"CompleteManyMixed", testCompleteMany},
 	{"CompleteManyErrsMixed", testCompleteManyErrs},
+	{"LeaseTokenInAnySpelling", testTokenSpelling},
 }
 
 // reclaimed returns a job claimed at t0, reaped at t0+31s and claimed again at t0+32s,
@@ -194,5 +196,42 @@ func completeManyMixed(h *harness, name string, call func([]driver.CompleteParam
 	h.wantLastEvent(gb, lifecycle.EventSucceeded, lifecycle.StatusRunning, evB+1)
 	if _, errs := call(nil); len(errs) != 0 {
 		h.t.Errorf("%s(nil) = %v, want no outcomes", name, errs)
+	}
+}
+
+// testTokenSpelling: a lease token is a UUID, and every lease-holder call takes
+// it in any spelling uuid.Parse reads, on both drivers. SQLite's fence took it
+// only as it issued it (lower case), and PostgreSQL's refused the urn: form
+// with an error from its uuid cast.
+func testTokenSpelling(h *harness) {
+	spellings := []struct {
+		name  string
+		spell func(string) string
+	}{
+		{"capitals", strings.ToUpper},
+		{"braces", func(s string) string { return "{" + s + "}" }},
+		{"urn", func(s string) string { return "urn:uuid:" + s }},
+	}
+	calls := h.fenceCalls()
+	for _, sp := range spellings {
+		for _, c := range []struct {
+			setup func(edit func(p *driver.InsertParams)) *driver.Job
+			call  string
+		}{
+			{h.claimedJob, "JobHeartbeat"}, {h.claimedJob, "JobStart"}, {h.claimedJob, "JobUnclaim"},
+			{h.runningJob, "JobComplete"}, {h.runningJob, "JobFail"}, {h.runningJob, "JobSnooze"},
+		} {
+			j := *c.setup(nil)
+			j.LeaseToken = sp.spell(j.LeaseToken)
+			if err := calls[c.call](&j, 2*time.Second); err != nil {
+				h.t.Errorf("%s of job %d with its token in %s (%s): %v", c.call, j.ID, sp.name, j.LeaseToken, err)
+			}
+		}
+		r := *h.runningJob(nil)
+		r.LeaseToken = sp.spell(r.LeaseToken)
+		outs := h.d.JobCompleteMany(h.ctx, []driver.CompleteParams{{FenceParams: fence(&r, h.at(3*time.Second)), Result: json.RawMessage(`1`)}})
+		if len(outs) != 1 || outs[0].Err != nil || outs[0].Job == nil || outs[0].Job.Status != lifecycle.StatusSucceeded {
+			h.t.Errorf("JobCompleteMany of job %d with its token in %s = %+v, want it succeeded", r.ID, sp.name, outs)
+		}
 	}
 }

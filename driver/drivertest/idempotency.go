@@ -330,8 +330,8 @@ func testReplayHeartbeatLater(h *harness) {
 // testReplayHeartbeatTokenCase: a heartbeat's repeat answers as the heartbeat
 // did when its token is spelt in capitals. PostgreSQL's fence reads tokens as
 // UUIDs and takes it, and the repeat compared them as strings and answered
-// ErrLeaseLost (helper-40's R40-4); SQLite's fence takes the token only as it
-// issued it, and refuses both.
+// ErrLeaseLost (helper-40's R40-4). Both drivers' fences now take it
+// (LeaseTokenInAnySpelling).
 func testReplayHeartbeatTokenCase(h *harness) {
 	r := h.runningJob(nil)
 	hp := driver.HeartbeatParams{FenceParams: fence(r, h.at(2*time.Second))}

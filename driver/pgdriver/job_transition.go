@@ -375,13 +375,13 @@ func (d *Driver) claimCandidates(ctx context.Context, db claimDB, queues []strin
 // JobStart implements driver.Driver.
 func (d *Driver) JobStart(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
 	return d.fenced(ctx, d.pool, "start", p, driver.ErrLeaseLost, "JobStart",
-		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), micros(p.LeaseDuration))
+		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(p.LeaseDuration))
 }
 
 // JobUnclaim implements driver.Driver.
 func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
 	j, err := d.fenced(ctx, d.pool, "unclaim", p, driver.ErrLeaseLost, "JobUnclaim",
-		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now))
+		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now))
 	if err == nil && !j.Replayed {
 		_ = d.WakeupPublish(ctx, []string{j.Queue})
 	}
@@ -406,7 +406,7 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 		}
 	}
 	j, err := d.fenced(ctx, d.pool, "heartbeat", p.FenceParams, driver.ErrLeaseLost, "JobHeartbeat",
-		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), micros(leaseOr(p.LeaseDuration)))
+		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(leaseOr(p.LeaseDuration)))
 	if errors.Is(err, driver.ErrLeaseLost) {
 		// Canceled during this attempt: tell the holder to stop rather than that it lost.
 		if cur, gerr := d.JobGet(ctx, p.ID); gerr == nil && cur.Status == lifecycle.StatusCanceled && cur.Attempt == p.Attempt {
@@ -443,7 +443,7 @@ func completeArgs(p driver.CompleteParams) []any {
 	if len(p.Result) > 0 {
 		result = string(p.Result)
 	}
-	return []any{p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), result}
+	return []any{p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), result}
 }
 
 // JobCompleteMany implements driver.Driver: one transaction, one round trip for
@@ -505,7 +505,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		named[p.ID] = true
 		sent[i] = int64(len(ids) + 1)
 		a := completeArgs(p)
-		ids, attempts, tokens = append(ids, p.ID), append(attempts, int32(p.Attempt)), append(tokens, p.LeaseToken)
+		ids, attempts, tokens = append(ids, p.ID), append(attempts, int32(p.Attempt)), append(tokens, driver.CanonicalToken(p.LeaseToken))
 		results, reqs = append(results, a[5].(string)), append(reqs, p.RequestID)
 		if p.Now != nil {
 			now = p.Now
@@ -557,7 +557,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) []driver.JobOutcome {
 	args := make([][]any, len(params))
 	for i, p := range params {
-		args[i] = []any{p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), micros(p.LeaseDuration)}
+		args[i] = []any{p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(p.LeaseDuration)}
 	}
 	return d.batch(ctx, "start", "JobStart", params, args)
 }
@@ -627,14 +627,14 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
 	msg := driver.FailureText(p.Error) // text PostgreSQL would refuse fails nothing
 	return d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
-		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.CleanText(p.Stack),
+		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.CleanText(p.Stack),
 		micros(p.RetryDelay))
 }
 
 // JobSnooze implements driver.Driver.
 func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
 	return d.fenced(ctx, d.pool, "snooze", p.FenceParams, driver.ErrLeaseLost, "JobSnooze",
-		p.ID, p.Attempt, p.LeaseToken, p.RequestID, nowArg(p.Now), timeOrNil(p.RunAt), micros(p.Delay))
+		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), timeOrNil(p.RunAt), micros(p.Delay))
 }
 
 // JobCancel implements driver.Driver.

@@ -55,7 +55,7 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 	args := append([]any{
 		sql.Named("id", p.ID),
 		sql.Named("attempt", p.Attempt),
-		sql.Named("lease_token", p.LeaseToken),
+		sql.Named("lease_token", driver.CanonicalToken(p.LeaseToken)),
 		sql.Named("now", micros(now)),
 	}, f.args...)
 	after, err := queryJob(ctx, tx, queries.Get(f.query), args...)
@@ -148,7 +148,7 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 		after, err := queryJob(ctx, tx, queries.Get("JobHeartbeat"),
 			sql.Named("id", p.ID),
 			sql.Named("attempt", p.Attempt),
-			sql.Named("lease_token", p.LeaseToken),
+			sql.Named("lease_token", driver.CanonicalToken(p.LeaseToken)),
 			sql.Named("now", micros(now)),
 			sql.Named("lease_us", heartbeatLease(p.LeaseDuration).Microseconds()),
 		)

@@ -143,7 +143,7 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 			continue
 		}
 		pos[p.ID] = i
-		vals = append(vals, p.ID, p.Attempt, p.LeaseToken, micros(clock(p.Now)), set.args[i], nullString(p.RequestID))
+		vals = append(vals, p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), micros(clock(p.Now)), set.args[i], nullString(p.RequestID))
 	}
 	if len(vals) == 0 {
 		return done, moved, nil
