@@ -101,3 +101,32 @@ func TestRetryAfterSeconds(t *testing.T) {
 		})
 	}
 }
+
+// A Config.Backoff that panics is the server's user code: a retry report is
+// still taken, with DefaultBackoff's delay. The panic answered 500, and the
+// remote worker then left its job to the lease's expiry.
+func TestPanickingBackoffRetriesWithTheDefault(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{Backoff: func(int) time.Duration { panic("backoff bug") }})
+			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+				t.Fatalf("POST /jobs: %d %s", code, body)
+			}
+			_, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(`{"worker_id":"w","queues":["default"]}`))
+			var ans claimAnswer
+			if json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
+				t.Fatalf("claim: %s", body)
+			}
+			before := time.Now()
+			code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
+				`{"task_id":1,"attempt":1,"lease_token":%q,"status":"retry","error":"try again"}`, ans.Tasks[0].LeaseToken)))
+			var j struct {
+				Status string    `json:"status"`
+				RunAt  time.Time `json:"run_at"`
+			}
+			if code != http.StatusOK || json.Unmarshal(b, &j) != nil || j.Status != "queued" || j.RunAt.Before(before) || j.RunAt.After(time.Now().Add(time.Second)) {
+				t.Errorf("retry report under a panicking backoff: %d %s; want queued within DefaultBackoff's first second", code, b)
+			}
+		})
+	}
+}

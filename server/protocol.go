@@ -272,6 +272,19 @@ func (s *Server) executions(r *http.Request, f driver.FenceParams) int {
 	return f.Attempt
 }
 
+// backoff is Config.Backoff's delay after n executions, or DefaultBackoff's if
+// it panics: a panic there answered the worker's retry report with a 500, and
+// the job waited for its lease's expiry.
+func (s *Server) backoff(n int) (d time.Duration) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("backoff function panicked; using DefaultBackoff", "executions", n, "panic", r)
+			d = drover.DefaultBackoff(n)
+		}
+	}()
+	return s.cfg.Backoff(n)
+}
+
 func (s *Server) giveBack(tasks []Task) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LeaseDuration)
 	defer cancel()
@@ -418,7 +431,7 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 			job, err = s.drv.JobSnooze(r.Context(), driver.SnoozeParams{FenceParams: f, Delay: time.Duration(d * float64(time.Second))})
 			break
 		}
-		delay := s.cfg.Backoff(s.executions(r, f))
+		delay := s.backoff(s.executions(r, f))
 		if req.RetryAfterSeconds != nil {
 			d := *req.RetryAfterSeconds
 			if d < 0 || math.IsNaN(d) || d > 366*24*3600 {
