@@ -149,9 +149,22 @@ func (c *Client) publish(ctx context.Context, res []driver.InsertResult) {
 	if len(ps) == 0 {
 		return
 	}
-	if err := c.cfg.Wakeups.Publish(ctx, ps); err != nil {
+	if err := publishSafely(ctx, c.cfg.Wakeups, ps); err != nil {
 		c.log.Warn("publishing wake-ups failed; workers will find the jobs by polling", "err", err)
 	}
+}
+
+// publishSafely is t.Publish with a panic turned into an error: a transport
+// is user code, and its pointers only hints. A panic there failed an Enqueue
+// whose jobs were stored (its caller would enqueue them again) or ended the
+// engine's process.
+func publishSafely(ctx context.Context, t wakeup.Transport, ps []wakeup.Pointer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("wake-up transport panicked: %v", r)
+		}
+	}()
+	return t.Publish(ctx, ps)
 }
 
 func (c *Client) prepare(params []EnqueueParams) ([]driver.InsertParams, error) {

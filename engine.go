@@ -61,7 +61,7 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 			for i, q := range queues {
 				ps[i] = wakeup.Pointer{Queue: q}
 			}
-			return t.Publish(ctx, ps)
+			return publishSafely(ctx, t, ps)
 		}
 	}
 	return &Engine{maintenance.New(c.drv, mc), err, log}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/wakeup"
 )
 
 // nilPtrErr has a pointer receiver, as error types often do: a handler that
@@ -298,6 +299,50 @@ func onLeaderHookTest(t *testing.T, hook func(bool)) {
 		go func() { defer close(done); _ = e.Run(ctx) }()
 		// The reaper runs only under a leader that survived its hook.
 		waitJob(t, c, id, "reaped", func(j *drover.Job) bool { return j.Status == drover.StatusQueued && j.Attempt == 1 })
+		cancel()
+		<-done
+	})
+}
+
+// panickyTransport is a wake-up transport whose Publish panics, after telling
+// published.
+type panickyTransport struct{ published chan struct{} }
+
+func (t panickyTransport) Publish(context.Context, []wakeup.Pointer) error {
+	select {
+	case t.published <- struct{}{}:
+	default:
+	}
+	panic("transport bug")
+}
+func (panickyTransport) Subscribe(context.Context, []string) (<-chan wakeup.Message, error) {
+	return nil, errors.New("no subscriptions")
+}
+func (panickyTransport) Close() error { return nil }
+
+// A wake-up transport is user code, and its pointers only hints: a Publish
+// that panics neither fails an Enqueue whose job is stored (its caller, told
+// nothing was stored, would enqueue it again) nor ends the engine's process.
+func TestPanickingTransportDoesNotEndEnqueueOrTheEngine(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		tr := panickyTransport{make(chan struct{}, 1)}
+		c := newClient(t, kind, &drover.Config{Wakeups: tr})
+		j, err := c.Enqueue(context.Background(), "k", nil, nil)
+		if err != nil || j == nil {
+			t.Fatalf("Enqueue under a panicking transport = %v, %v; want the job", j, err)
+		}
+		waitChan(t, tr.published, "the enqueue's publish")
+		getJob(t, c, j.Job.ID)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		e := drover.NewEngine(c, &drover.EngineConfig{LeaderTTL: time.Second, ReconcileInterval: 20 * time.Millisecond, Retention: -1, Wakeups: tr})
+		go func() { defer close(done); _ = e.Run(ctx) }()
+		// The reconciler publishes the waiting job's queue each pass: a second
+		// publish is one the engine lived through.
+		for range 2 {
+			waitChan(t, tr.published, "the reconciler's publish")
+		}
 		cancel()
 		<-done
 	})
