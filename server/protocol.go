@@ -186,7 +186,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			// another worker while it ran them. They are left to the resend,
 			// or to the lease's expiry if none comes.
 			if p.RequestID == "" {
-				s.giveBack(tasks)
+				s.giveBack(r, tasks)
 			}
 			return noTasks()
 		}
@@ -241,12 +241,8 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []T
 	// still commit (the query was sent) while the call reports the cancel, and
 	// its jobs would never be given back. The caller checks the request's context
 	// after the claim and gives back what a departed worker cannot receive.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.LeaseDuration)
+	ctx, cancel := s.detached(r)
 	defer cancel()
-	if life := serverLife(r.Context()); life != nil {
-		// Past the shutdown's deadline the server gives up on it too.
-		defer context.AfterFunc(life, cancel)()
-	}
 	jobs, err := s.drv.JobClaim(ctx, p)
 	if err != nil {
 		return nil, false, err
@@ -285,8 +281,21 @@ func (s *Server) backoff(n int) (d time.Duration) {
 	return s.cfg.Backoff(n)
 }
 
-func (s *Server) giveBack(tasks []Task) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.LeaseDuration)
+// detached is a context for database work a request must finish even if its
+// client leaves: not canceled with the request, bounded by a lease, and, past
+// the shutdown's deadline, canceled with the server's life, so that no such
+// call outlives ListenAndServe.
+func (s *Server) detached(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.LeaseDuration)
+	if life := serverLife(r.Context()); life != nil {
+		stop := context.AfterFunc(life, cancel)
+		return ctx, func() { stop(); cancel() }
+	}
+	return ctx, cancel
+}
+
+func (s *Server) giveBack(r *http.Request, tasks []Task) {
+	ctx, cancel := s.detached(r)
 	defer cancel()
 	for _, t := range tasks {
 		f := driver.FenceParams{ID: t.TaskID, Attempt: t.Attempt, LeaseToken: t.LeaseToken}
