@@ -61,23 +61,30 @@ func TestOperatorCallsAndTheirBodies(t *testing.T) {
 	}
 }
 
+// enqueueAndClaim enqueues a job of kind k on s and claims it as worker w.
+func enqueueAndClaim(t *testing.T, s *Server) Task {
+	t.Helper()
+	if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+		t.Fatalf("POST /jobs: %d %s", code, body)
+	}
+	_, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(`{"worker_id":"w","queues":["default"]}`))
+	var ans claimAnswer
+	if json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
+		t.Fatalf("claim: %s", body)
+	}
+	return ans.Tasks[0]
+}
+
 // retry_after_seconds goes with a retry only, and bounds its delay from below
 // whatever the server's backoff (here none) says.
 func TestRetryAfterSeconds(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			s := newTestServerOn(t, kind, Config{Backoff: func(int) time.Duration { return 0 }})
-			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
-				t.Fatalf("POST /jobs: %d %s", code, body)
-			}
-			_, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(`{"worker_id":"w","queues":["default"]}`))
-			var ans claimAnswer
-			if json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
-				t.Fatalf("claim: %s", body)
-			}
+			task := enqueueAndClaim(t, s)
 			report := func(extra string) (int, []byte) {
 				code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
-					`{"task_id":1,"attempt":1,"lease_token":%q,"error":"gave up"%s}`, ans.Tasks[0].LeaseToken, extra)))
+					`{"task_id":1,"attempt":1,"lease_token":%q,"error":"gave up"%s}`, task.LeaseToken, extra)))
 				return code, b
 			}
 			for _, bad := range []string{
@@ -109,17 +116,10 @@ func TestPanickingBackoffRetriesWithTheDefault(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			s := newTestServerOn(t, kind, Config{Backoff: func(int) time.Duration { panic("backoff bug") }})
-			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
-				t.Fatalf("POST /jobs: %d %s", code, body)
-			}
-			_, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(`{"worker_id":"w","queues":["default"]}`))
-			var ans claimAnswer
-			if json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
-				t.Fatalf("claim: %s", body)
-			}
+			task := enqueueAndClaim(t, s)
 			before := time.Now()
 			code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
-				`{"task_id":1,"attempt":1,"lease_token":%q,"status":"retry","error":"try again"}`, ans.Tasks[0].LeaseToken)))
+				`{"task_id":1,"attempt":1,"lease_token":%q,"status":"retry","error":"try again"}`, task.LeaseToken)))
 			var j struct {
 				Status string    `json:"status"`
 				RunAt  time.Time `json:"run_at"`
