@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,4 +110,42 @@ func TestTaskClaimOfADepartedWorkerGivesItsJobBack(t *testing.T) {
 		t.Errorf("job whose claimer left mid-claim: %s owner=%q; want queued (given back), "+
 			"not running under a lease nobody holds", describe(j), j.Owner)
 	}
+}
+
+// A graceful Stop cancels a claim under way. When the server had committed it
+// (its answer on the way, held here a second as a proxy or a slow link would),
+// the answer was dropped, the server kept the task (a claim with a request_id
+// is left to its resend), and the stopping worker never resent it: the job sat
+// running under the stopped worker until its lease expired, and the reaper
+// failed a max_attempts 1 job that never ran (helper-46). The worker now
+// collects the claim (replay_only) and gives its task back unrun.
+func TestStopCollectsAClaimUnderWay(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		runEngine(t, c)
+		url := lateFirstClaimServer(t, c, serverLease, time.Second)
+		var runs atomic.Int32
+		ws := drover.NewWorkers()
+		drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) {
+			runs.Add(1)
+			return "paid", nil
+		})
+		w := newRemoteWorker(t, drover.RemoteConfig{URL: url, WaitSeconds: 5}, fastWorkerConfig(ws))
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		// The server has claimed it for the worker; its answer is on its way.
+		waitJob(t, c, id, "claimed for the worker", func(j *drover.Job) bool { return j.Status == drover.StatusRunning })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed, drover.StatusQueued)
+		if runs.Load() != 0 || j.Status != drover.StatusQueued || j.Executions != 0 || j.Owner != "" {
+			t.Errorf("after a graceful Stop with its claim under way: %s, handler runs %d; want it given back unrun (queued, no execution spent)",
+				describe(j), runs.Load())
+		}
+	})
 }

@@ -78,28 +78,36 @@ func (t *remoteTask) job(owner string) *Job {
 // server) is sent when no answer comes back.
 const claimTries = 3
 
+// claimBody is a task-claim request.
+type claimBody struct {
+	WorkerID    string   `json:"worker_id"`
+	Queues      []string `json:"queues"`
+	Limit       int      `json:"limit"`
+	WaitSeconds float64  `json:"wait_seconds,omitempty"`
+	RequestID   string   `json:"request_id,omitempty"`
+	ReplayOnly  bool     `json:"replay_only,omitempty"`
+}
+
+// claimAnswer is task-claim's answer.
+type claimAnswer struct {
+	Tasks               []remoteTask `json:"tasks"`
+	ClaimedAfterSeconds *float64     `json:"claimed_after_seconds"`
+	Replayed            *bool        `json:"replayed"`
+}
+
 func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, claimLease, error) {
-	req := struct {
-		WorkerID    string   `json:"worker_id"`
-		Queues      []string `json:"queues"`
-		Limit       int      `json:"limit"`
-		WaitSeconds float64  `json:"wait_seconds,omitempty"`
-		RequestID   string   `json:"request_id,omitempty"`
-	}{b.w.cfg.ID, []string{queue}, min(limit, maxRemoteClaim), b.wait.Seconds(), ""}
+	req := claimBody{WorkerID: b.w.cfg.ID, Queues: []string{queue}, Limit: min(limit, maxRemoteClaim), WaitSeconds: b.wait.Seconds()}
 	if !b.claimWithoutID.Load() {
 		req.RequestID = newRequestID()
 	}
+	stopping := ctx // ended by Stop
 	// The server answers within wait; the margin covers a slow claim, bounds
 	// a connection that died silently, and ends the resends below. The lease
 	// is the server's, once an answer has said it.
 	lease := max(b.w.cfg.LeaseDuration, time.Duration(b.serverLease.Load()))
 	ctx, cancel := context.WithTimeout(ctx, b.wait+lease)
 	defer cancel()
-	var resp struct {
-		Tasks               []remoteTask `json:"tasks"`
-		ClaimedAfterSeconds *float64     `json:"claimed_after_seconds"`
-		Replayed            *bool        `json:"replayed"`
-	}
+	var resp claimAnswer
 	// A claim whose answer did not arrive (the connection broke, perhaps after
 	// the server claimed; the server restarting) is sent again with the same
 	// request_id: the server answers the tasks the first one claimed, where a
@@ -133,6 +141,9 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 			resend = resend && !errors.As(err, &re) && try < claimTries
 		}
 		if !resend {
+			if stopping.Err() != nil && req.RequestID != "" {
+				return b.collect(req, first, err)
+			}
 			return nil, claimLease{}, err
 		}
 		if try == 1 {
@@ -146,6 +157,9 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if stopping.Err() != nil {
+				return b.collect(req, first, err)
+			}
 			return nil, claimLease{}, err
 		case <-t.C:
 		}
@@ -184,6 +198,48 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		b.serverLease.Store(int64(cl.length))
 	}
 	return jobs, cl, nil
+}
+
+// collect sends a claim that Stop cut short once more, only to collect
+// (replay_only): the server may have committed it as the worker left, its
+// answer lost. The server does not give back a claim that has a request_id
+// (a resend may have been answered its tasks), so without this its jobs sat
+// running under a stopped worker until their lease expired, and the reaper
+// spent an execution on each (a max_attempts 1 job failed unrun). What it
+// collects the worker gives back unrun (execute: draining). It is resent for
+// up to a lease, the longest the tasks can be held, until the hard stop; on
+// failure the claim's own error is answered.
+func (b *httpBackend) collect(req claimBody, first time.Time, cause error) ([]*Job, claimLease, error) {
+	req.ReplayOnly, req.WaitSeconds = true, 0
+	lease := max(b.w.cfg.LeaseDuration, time.Duration(b.serverLease.Load()))
+	ctx, cancel := context.WithTimeout(b.w.jobsCtx, lease)
+	defer cancel()
+	var resp claimAnswer
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := b.post(ctx, "/internal/task-claim", req, &resp)
+		if err == nil {
+			break
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			// A server older than replay_only refuses it (400): its claim,
+			// if committed, waits for its lease as before.
+			b.w.log.Warn("could not collect the claim under way at the stop; the tasks it may have taken wait for their lease",
+				"request_id", req.RequestID, "err", err)
+			return nil, claimLease{}, cause
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	jobs := make([]*Job, len(resp.Tasks))
+	for i := range resp.Tasks {
+		jobs[i] = resp.Tasks[i].job(b.w.cfg.ID)
+	}
+	b.w.stats.Claimed.Add(int64(len(jobs)))
+	return jobs, claimLease{from: first}, nil
 }
 
 // fenceBody is the fence every call about one task carries.

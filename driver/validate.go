@@ -176,3 +176,11 @@ func describeJSON(t []byte) string {
 	}
 	return fmt.Sprintf("%.20q", t)
 }
+
+// CheckClaim refuses claim parameters no driver can honour, naming the field.
+func CheckClaim(p ClaimParams) error {
+	if p.ReplayOnly && p.RequestID == "" {
+		return Invalid("request_id", "is required with replay_only: it names the claim to collect")
+	}
+	return nil
+}

@@ -130,3 +130,41 @@ func TestPanickingBackoffRetriesWithTheDefault(t *testing.T) {
 		})
 	}
 }
+
+// replay_only collects a claim: it answers what a claim of its request_id took
+// and claims nothing new; it needs a request_id and answers at once.
+func TestClaimReplayOnly(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{})
+			if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+				t.Fatalf("POST /jobs: %d %s", code, body)
+			}
+			for body, field := range map[string]string{
+				`{"worker_id":"w","queues":["default"],"replay_only":true}`:                                    "request_id",
+				`{"worker_id":"w","queues":["default"],"replay_only":true,"request_id":"r1","wait_seconds":5}`: "wait_seconds",
+			} {
+				if code, _, b := call(t, s, "POST", "/internal/task-claim", "", []byte(body)); code != http.StatusBadRequest || !strings.Contains(string(b), field) {
+					t.Errorf("claim %s: %d %s; want 400 naming %s", body, code, b, field)
+				}
+			}
+			claim := func(body string) claimAnswer {
+				t.Helper()
+				code, _, b := call(t, s, "POST", "/internal/task-claim", "", []byte(body))
+				var ans claimAnswer
+				if code != http.StatusOK || json.Unmarshal(b, &ans) != nil {
+					t.Fatalf("claim %s: %d %s", body, code, b)
+				}
+				return ans
+			}
+			if ans := claim(`{"worker_id":"w","queues":["default"],"replay_only":true,"request_id":"r1"}`); len(ans.Tasks) != 0 {
+				t.Errorf("replay_only of a request_id never claimed answered %+v; want no tasks (the job is ready)", ans)
+			}
+			first := claim(`{"worker_id":"w","queues":["default"],"request_id":"r1"}`)
+			again := claim(`{"worker_id":"w","queues":["default"],"replay_only":true,"request_id":"r1"}`)
+			if len(first.Tasks) != 1 || len(again.Tasks) != 1 || again.Tasks[0].LeaseToken != first.Tasks[0].LeaseToken || !again.Replayed {
+				t.Errorf("claim %+v, then replay_only %+v; want the same task, replayed", first, again)
+			}
+		})
+	}
+}

@@ -54,6 +54,10 @@ type claimRequest struct {
 	Limit       *int     `json:"limit"`
 	WaitSeconds *float64 `json:"wait_seconds"`
 	RequestID   *string  `json:"request_id"`
+	// ReplayOnly collects: it answers the tasks a claim of request_id took
+	// that the worker still holds, and claims nothing new. A worker that
+	// stopped while a claim was under way sends it to give those back.
+	ReplayOnly *bool `json:"replay_only"`
 }
 
 // taskClaim claims and starts up to limit jobs, or the one task_id names. When
@@ -95,6 +99,15 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		p.RequestID = *req.RequestID
+	}
+	if req.ReplayOnly != nil && *req.ReplayOnly {
+		if p.RequestID == "" {
+			return driver.Invalid("request_id", "is required with replay_only: it names the claim to collect")
+		}
+		if req.WaitSeconds != nil && *req.WaitSeconds != 0 {
+			return driver.Invalid("wait_seconds", "%v, must be 0 with replay_only: a collect answers at once", *req.WaitSeconds)
+		}
+		p.ReplayOnly = true
 	}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > 100 {

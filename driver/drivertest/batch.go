@@ -15,6 +15,7 @@ var batchTests = []suiteTest{
 	{"FailRetryDelayFromNow", testRetryDelay},
 	{"SnoozeDelayFromNow", testSnoozeDelay},
 	{"ClaimReplayNeverClaimsMore", testClaimReplayNeverClaimsMore},
+	{"ClaimReplayOnlyCollects", testClaimReplayOnly},
 }
 
 func testStartMany(h *harness) {
@@ -89,6 +90,38 @@ func testClaimReplayNeverClaimsMore(h *harness) {
 	if j := h.get(other.ID); j.Status != lifecycle.StatusQueued {
 		h.t.Errorf("job %d is %s after a repeated claim request, want queued", other.ID, j.Status)
 	}
+}
+
+// testClaimReplayOnly: a ReplayOnly claim answers what a claim of its
+// request_id took and its owner holds, and with no such claim takes nothing
+// while jobs are ready: a stopping worker collects its claim with it, to give
+// it back, without claiming more. Without a request_id it is refused.
+func testClaimReplayOnly(h *harness) {
+	ready := h.mustEnqueue(nil)
+	p := h.claimParams(0)
+	p.RequestID, p.ReplayOnly = "never-sent", true
+	if jobs, err := h.d.JobClaim(h.ctx, p); err != nil || len(jobs) != 0 {
+		h.t.Errorf("ReplayOnly claim of a request_id never claimed = %d jobs, %v; want none", len(jobs), err)
+	}
+	if j := h.get(ready.ID); j.Status != lifecycle.StatusQueued || j.Attempt != 0 {
+		h.t.Errorf("job %d after a ReplayOnly claim: %s, attempt %d; want queued, attempt 0", ready.ID, j.Status, j.Attempt)
+	}
+	p.RequestID, p.ReplayOnly = "sent", false
+	c := h.mustClaimOne(p)
+	p.ReplayOnly, p.Now = true, h.at(time.Second)
+	jobs, err := h.d.JobClaim(h.ctx, p)
+	if err != nil || len(jobs) != 1 || jobs[0].ID != c.ID || !jobs[0].Replayed || jobs[0].LeaseToken != c.LeaseToken {
+		h.t.Errorf("ReplayOnly claim of its claim's request_id = %+v, %v; want job %d replayed under its lease", jobs, err, c.ID)
+	}
+	p.RequestID = ""
+	h.rejected(c.ID, driver.ErrInvalidArgument, "ReplayOnly claim without a request_id", func() error {
+		_, err := h.d.JobClaim(h.ctx, p)
+		var ve *driver.ValidationError
+		if errors.As(err, &ve) && ve.Field != "request_id" {
+			h.t.Errorf("ReplayOnly claim without a request_id: refused naming %q, want request_id", ve.Field)
+		}
+		return err
+	})
 }
 
 func init() {

@@ -27,6 +27,9 @@ func leaseOr(d time.Duration) time.Duration {
 
 // JobClaim implements driver.Driver.
 func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	if err := driver.CheckClaim(p); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
 	if p.RequestID == "" {
 		if p.Abandoned != nil {
 			return d.claimInTx(ctx, d.pool, p)
@@ -76,6 +79,9 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 			j.Replayed = true
 		}
 		return jobs, nil
+	}
+	if p.ReplayOnly {
+		return []*driver.Job{}, nil // no claim of the request_id: nothing to collect
 	}
 	var jobs []*driver.Job
 	if p.Abandoned != nil {

@@ -27,6 +27,9 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 	if p.Owner == "" {
 		return nil, fmt.Errorf("claim: %w", driver.Invalid("owner", "must not be empty"))
 	}
+	if err := driver.CheckClaim(p); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
 	if p.LeaseDuration <= 0 {
 		return nil, fmt.Errorf("claim: %w", driver.Invalid("lease_duration", "%s, must be positive", p.LeaseDuration))
 	}
@@ -44,6 +47,9 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 				jobs = replay
 				return err
 			}
+		}
+		if p.ReplayOnly {
+			return nil // no claim of the request_id: nothing to collect
 		}
 		cands, err := claimCandidates(ctx, tx, p, now, limit)
 		if err != nil {
