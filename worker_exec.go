@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -632,25 +631,13 @@ func refusedFailure(handlerErr error, snoozed bool, f failure, refusal error) fa
 	}
 	switch {
 	case handlerErr == nil:
-		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the result was refused by %s: %v", by, refusal), keep)), permanent: true}
+		return failure{err: driver.CleanText(driver.Clip(fmt.Sprintf("the result was refused by %s: %v", by, refusal), keep)), permanent: true}
 	case snoozed:
-		return failure{err: driver.CleanText(truncate(fmt.Sprintf("the snooze was refused by %s: %v", by, refusal), keep))}
+		return failure{err: driver.CleanText(driver.Clip(fmt.Sprintf("the snooze was refused by %s: %v", by, refusal), keep))}
 	}
-	f.err = truncate(fmt.Sprintf("the failure report was refused by %s: %v; the handler's error: %s", by, refusal, f.err), keep)
+	f.err = driver.Clip(fmt.Sprintf("the failure report was refused by %s: %v; the handler's error: %s", by, refusal, f.err), keep)
 	f.stack = ""
 	return f
-}
-
-// truncate cuts s to at most n bytes, on a rune boundary, saying so.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("… (%d bytes cut)", len(s)-cut)
 }
 
 // jsonNull is the stored result of a handler that returned nil.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -30,14 +31,38 @@ func CheckText(field, s string) error {
 	return nil
 }
 
+// MaxErrorTextBytes bounds the error message and the stack a failure keeps,
+// each. A job keeps every attempt's, and a worker that reported megabytes
+// made each retry store and rewrite them all.
+const MaxErrorTextBytes = 32 << 10
+
 // FailureText is the error a failure stores for the message a worker reported:
-// cleaned (CleanText), and "unknown error" for an empty one, as a failed job
-// must carry an error (lifecycle invariant) and "" would read as none.
+// cleaned (CleanText) and cut to MaxErrorTextBytes (Clip), and "unknown
+// error" for an empty one, as a failed job must carry an error (lifecycle
+// invariant) and "" would read as none.
 func FailureText(msg string) string {
-	if msg = CleanText(msg); msg == "" {
+	if msg = Clip(CleanText(msg), MaxErrorTextBytes); msg == "" {
 		return "unknown error"
 	}
 	return msg
+}
+
+// StackText is the stack a failure stores: cleaned and cut as FailureText.
+func StackText(stack string) string {
+	return Clip(CleanText(stack), MaxErrorTextBytes)
+}
+
+// Clip cuts s to at most n bytes at a character boundary, saying how much
+// it cut (the note adds a few bytes).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d bytes cut)", len(s)-cut)
 }
 
 // CleanText replaces NUL characters and each run of bytes that is not UTF-8 in

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/lifecycle"
@@ -19,6 +21,31 @@ var jobTests = []suiteTest{
 	{"ListPagination", testListPagination},
 	{"DeleteFinished", testDeleteFinished},
 	{"DeleteFinishedBatchInParts", testDeleteFinishedBatch},
+	{"FailureTextIsBounded", testFailureTextBounded},
+}
+
+// testFailureTextBounded: a failure keeps at most driver.MaxErrorTextBytes of
+// its error and of its stack, each cut at a character and saying so. A job
+// keeps every attempt's, and a worker that reported megabytes made each
+// retry rewrite them all (helper-47: 2 MB an attempt, 50 MB a job).
+func testFailureTextBounded(h *harness) {
+	r := h.runningJob(nil)
+	huge := strings.Repeat("é", driver.MaxErrorTextBytes) // twice the bound, in two-byte runes
+	fp := failParams(h.at(2*time.Second), huge, h.tm(time.Hour), false)
+	fp.FenceParams, fp.Stack = fence(r, h.at(2*time.Second)), huge
+	j, err := h.d.JobFail(h.ctx, fp)
+	if err != nil {
+		h.t.Fatalf("JobFail with a %d-byte error and stack: %v", len(huge), err)
+	}
+	if len(j.Errors) != 1 {
+		h.t.Fatalf("job %d has %d errors after one failure, want 1", j.ID, len(j.Errors))
+	}
+	for what, text := range map[string]string{"error": j.Errors[0].Error, "stack": j.Errors[0].Stack} {
+		if len(text) > driver.MaxErrorTextBytes+64 || !utf8.ValidString(text) || !strings.HasPrefix(text, "éé") || !strings.Contains(text, "bytes cut") {
+			h.t.Errorf("job %d: a %d-byte %s was kept as %d bytes (valid UTF-8 %v, ends %q); want at most about %d, cut at a character, saying so",
+				j.ID, len(huge), what, len(text), utf8.ValidString(text), text[max(0, len(text)-30):], driver.MaxErrorTextBytes)
+		}
+	}
 }
 
 func testInsertRoundTrip(h *harness) {

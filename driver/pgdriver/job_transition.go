@@ -633,7 +633,7 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
 	msg := driver.FailureText(p.Error) // text PostgreSQL would refuse fails nothing
 	return d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
-		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.CleanText(p.Stack),
+		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.StackText(p.Stack),
 		micros(p.RetryDelay))
 }
 

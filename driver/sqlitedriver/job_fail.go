@@ -18,7 +18,7 @@ import (
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
 	now := clock(p.Now)
 	msg := driver.FailureText(p.Error) // stored as PostgreSQL stores it
-	entry, err := errorEntry(p.Attempt, now, msg, driver.CleanText(p.Stack))
+	entry, err := errorEntry(p.Attempt, now, msg, driver.StackText(p.Stack))
 	if err != nil {
 		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
 	}
