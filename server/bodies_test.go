@@ -168,3 +168,20 @@ func TestClaimReplayOnly(t *testing.T) {
 		})
 	}
 }
+
+// A succeeded report's output is bounded as args are (1 MiB by default): a
+// result is kept with its job, and the server took 2 MB (helper-47).
+func TestOutputIsBounded(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{})
+			task := enqueueAndClaim(t, s)
+			big := fmt.Sprintf(`"%s"`, strings.Repeat("x", 1<<20))
+			code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
+				`{"task_id":%d,"attempt":1,"lease_token":%q,"status":"succeeded","output":%s}`, task.TaskID, task.LeaseToken, big)))
+			if code != http.StatusBadRequest || !strings.Contains(string(b), "output") {
+				t.Errorf("report with a %d-byte output: %d %.200s; want 400 naming output", len(big), code, b)
+			}
+		})
+	}
+}

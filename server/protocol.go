@@ -433,6 +433,10 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		if err := checkJSON("output", req.Output); err != nil {
 			return err
 		}
+		if len(req.Output) > s.cfg.MaxPayloadBytes {
+			// As args and metadata are bounded: a result is kept with its job.
+			return driver.Invalid("output", "%d bytes, at most %d", len(req.Output), s.cfg.MaxPayloadBytes)
+		}
 		output := req.Output
 		if len(output) == 0 {
 			output = json.RawMessage("null")
