@@ -185,3 +185,21 @@ func TestOutputIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// A claim names at most 100 queues: each is a statement of the claim, and
+// ten thousand held a connection for a lease, then answered 503 (helper-47).
+func TestClaimQueuesAreBounded(t *testing.T) {
+	s := newTestServerOn(t, "sqlite", Config{})
+	names := make([]string, 101)
+	for i := range names {
+		names[i] = fmt.Sprintf("q%d", i)
+	}
+	body, _ := json.Marshal(map[string]any{"worker_id": "w", "queues": names})
+	if code, _, b := call(t, s, "POST", "/internal/task-claim", "", body); code != http.StatusBadRequest || !strings.Contains(string(b), "queues") {
+		t.Errorf("claim of 101 queues: %d %s; want 400 naming queues", code, b)
+	}
+	body, _ = json.Marshal(map[string]any{"worker_id": "w", "queues": names[:100]})
+	if code, _, b := call(t, s, "POST", "/internal/task-claim", "", body); code != http.StatusOK {
+		t.Errorf("claim of 100 queues: %d %s; want 200", code, b)
+	}
+}

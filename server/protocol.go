@@ -60,6 +60,9 @@ type claimRequest struct {
 	ReplayOnly *bool `json:"replay_only"`
 }
 
+// maxClaimQueues bounds the queues one task-claim names.
+const maxClaimQueues = 100
+
 // taskClaim claims and starts up to limit jobs, or the one task_id names. When
 // nothing is ready it holds the request up to wait_seconds, trying again on every
 // wake-up of the requested queues and at least once a second (wake-ups are only
@@ -78,6 +81,11 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(req.Queues) == 0 && req.TaskID == nil {
 		return driver.Invalid("queues", "name at least one queue")
+	}
+	if len(req.Queues) > maxClaimQueues {
+		// Each queue is one statement of the claim: ten thousand names held a
+		// database connection for the whole lease, then answered 503.
+		return driver.Invalid("queues", "%d names, at most %d", len(req.Queues), maxClaimQueues)
 	}
 	for _, q := range req.Queues {
 		if err := driver.ValidateName("queues", q); err != nil {
