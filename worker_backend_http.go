@@ -269,7 +269,7 @@ type completeBody struct {
 	// RetryAfterSeconds is the least delay before a retry (an abandoned
 	// handler's: its lease), whatever the server's backoff says.
 	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
-	RequestID         string  `json:"request_id"`
+	RequestID         string  `json:"request_id,omitempty"`
 }
 
 // report sends a task-complete, giving up at deadline, and returns the job's

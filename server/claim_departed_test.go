@@ -63,7 +63,10 @@ func TestClaimOfADepartedWorker(t *testing.T) {
 				if code, _, body := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
 					t.Fatalf("POST /jobs: %d %s", code, body)
 				}
-				claim := fmt.Sprintf(`{"worker_id":"w1","queues":["default"],"request_id":%q}`, requestID)
+				claim := `{"worker_id":"w1","queues":["default"]}`
+				if requestID != "" {
+					claim = fmt.Sprintf(`{"worker_id":"w1","queues":["default"],"request_id":%q}`, requestID)
+				}
 
 				ctx, cancel := context.WithCancel(context.Background())
 				first := make(chan struct{})
