@@ -30,12 +30,11 @@ func ValidateName(field, s string) error {
 	if len(s) > 128 {
 		return Invalid(field, "%d characters, at most 128 allowed", len(s))
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for i, c := range s { // by character: a byte of 'é' read as 'Ã'
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '.' || c == '_' || c == '-' || c == ':'
 		if !ok {
-			return Invalid(field, "%q has character %q at %d; use letters, digits and ._-:", s, c, i)
+			return Invalid(field, "%q has character %q at byte %d; use letters, digits and ._-:", s, c, i)
 		}
 	}
 	return nil

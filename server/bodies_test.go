@@ -203,3 +203,21 @@ func TestClaimQueuesAreBounded(t *testing.T) {
 		t.Errorf("claim of 100 queues: %d %s; want 200", code, b)
 	}
 }
+
+// Refusals say what is wrong in the caller's terms (helper-47): a string
+// where a list goes was "want a string", a number beyond float64 was "want a
+// number", and a name's 'é' was reported as its first byte, 'Ã'.
+func TestRefusalsSayWhatIsWrong(t *testing.T) {
+	s := newTestServerOn(t, "sqlite", Config{})
+	for _, tc := range []struct{ path, body, want string }{
+		{"/internal/task-claim", `{"worker_id":"w","queues":"q"}`, "want an array"},
+		{"/internal/task-claim", `{"worker_id":"w","queues":["q"],"wait_seconds":1e309}`, "1e309 is out of range"},
+		{"/internal/task-claim", `{"worker_id":"w","queues":["q"],"limit":99999999999999999999}`, "out of range"},
+		{"/internal/task-claim", `{"worker_id":"w","queues":["q"],"limit":1.5}`, "want an integer"},
+		{"/jobs", `{"kind":"k\u00e9"}`, `character 'é'`},
+	} {
+		if code, _, b := call(t, s, "POST", tc.path, "", []byte(tc.body)); code != http.StatusBadRequest || !strings.Contains(string(b), tc.want) {
+			t.Errorf("POST %s %s: %d %s; want 400 saying %q", tc.path, tc.body, code, b, tc.want)
+		}
+	}
+}

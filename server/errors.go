@@ -231,7 +231,11 @@ func decodeError(err error) error {
 		if typ.Field == "" {
 			return badRequest("request body must be a JSON object, got %s", typ.Value)
 		}
-		return badRequest("invalid %s: got %s, want %s", typ.Field, typ.Value, jsonKind(typ.Type.String()))
+		want := jsonKind(typ.Type.String())
+		if num, ok := strings.CutPrefix(typ.Value, "number "); ok && (want == "a number" || want == "an integer" && !strings.ContainsAny(num, ".eE")) {
+			return badRequest("invalid %s: %s is out of range", typ.Field, num)
+		}
+		return badRequest("invalid %s: got %s, want %s", typ.Field, typ.Value, want)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
@@ -239,7 +243,12 @@ func decodeError(err error) error {
 }
 
 func jsonKind(goType string) string {
+	goType = strings.TrimPrefix(goType, "*")
 	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map["):
+		return "an object"
 	case strings.Contains(goType, "int"):
 		return "an integer"
 	case strings.Contains(goType, "float"):
@@ -248,8 +257,6 @@ func jsonKind(goType string) string {
 		return "a string"
 	case strings.Contains(goType, "bool"):
 		return "a boolean"
-	case strings.HasPrefix(goType, "[]"), strings.HasPrefix(goType, "*[]"):
-		return "an array"
 	}
 	return "a " + goType
 }
