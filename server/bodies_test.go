@@ -221,3 +221,20 @@ func TestRefusalsSayWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// A field sent twice is refused naming it: encoding/json took the last
+// value, where a proxy or validator in front may read the first (helper-47).
+func TestFieldSentTwiceIsRefused(t *testing.T) {
+	s := newTestServerOn(t, "sqlite", Config{})
+	for path, body := range map[string]string{
+		"/jobs":                `{"kind":"k","kind":"j"}`,
+		"/internal/task-claim": `{"worker_id":"w","queues":["q"],"worker_id":"x"}`,
+	} {
+		if code, _, b := call(t, s, "POST", path, "", []byte(body)); code != http.StatusBadRequest || !strings.Contains(string(b), "appears twice") {
+			t.Errorf("POST %s %s: %d %s; want 400 saying the field appears twice", path, body, code, b)
+		}
+	}
+	if code, _, b := call(t, s, "GET", "/jobs", "", nil); code != http.StatusOK || strings.Contains(string(b), `"kind"`) {
+		t.Errorf("jobs after the refused enqueue: %d %s; want none", code, b)
+	}
+}

@@ -160,14 +160,27 @@ func decodeBytes(body []byte, v any) error {
 
 // exactNames refuses a field whose name matches one of v's only when case is
 // ignored, as encoding/json does: {"KIND": …} would be taken as kind, and a
-// second spelling of a name would silently win over the first.
+// second spelling of a name would silently win over the first. It refuses a
+// field named twice too, which encoding/json reads as its last value while a
+// proxy or validator in front may read the first.
 func exactNames(body []byte, v any) error {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return badRequest("request body must be a JSON object")
 	}
 	names := fieldNames(reflect.TypeOf(v))
-	for name := range fields {
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		name, ok := t.(string)
+		var value json.RawMessage
+		if err != nil || !ok || dec.Decode(&value) != nil {
+			return badRequest("request body must be a JSON object")
+		}
+		if seen[name] {
+			return badRequest("field %q appears twice; send each field once", name)
+		}
+		seen[name] = true
 		if names[name] {
 			continue
 		}
