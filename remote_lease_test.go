@@ -3,6 +3,7 @@ package drover_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -290,6 +291,48 @@ func TestRemoteAbandonedHandlersJobWaitsForItsLease(t *testing.T) {
 		again := waitChan(t, starts, "the second run")
 		if gap := again.Sub(at); gap < 1500*time.Millisecond {
 			t.Errorf("the job ran again %s after its abandoned handler's timeout, beside it; want no sooner than its lease (%s) had expired", gap, serverLease)
+		}
+	})
+}
+
+// A server older than retry_after_seconds refuses it (400, unknown field):
+// the abandoned handler's failure is reported again without it, its server's
+// backoff deciding, where it was not reported at all and the job waited for
+// the reaper without its error (helper-46's S3).
+func TestAbandonedHandlersReportToAnOlderServer(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		runEngine(t, c)
+		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+		var refused atomic.Int32
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if r.URL.Path == "/internal/task-complete" && bytes.Contains(body, []byte(`"retry_after_seconds"`)) {
+				refused.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"error":{"code":"` + server.CodeInvalidArgument + `","message":"unknown field \"retry_after_seconds\""}}`))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			s.ServeHTTP(w, r)
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+		release := make(chan struct{})
+		ws := drover.NewWorkers()
+		drover.Register(ws, "stubborn", func(ctx context.Context, _ *drover.Job, _ struct{}) (any, error) {
+			<-ctx.Done()
+			<-release // ignores its context from here on
+			return "ok", nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.TimeoutGrace = 100 * time.Millisecond
+		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, cfg)
+		t.Cleanup(func() { close(release) }) // before the worker's Stop
+		id := enqueue(t, c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 1, Timeout: 100 * time.Millisecond}).ID
+		j := waitStatus(t, c, id, drover.StatusFailed)
+		if refused.Load() == 0 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "timed out") {
+			t.Errorf("%s after %d refusals of retry_after_seconds; want it failed with its handler's timeout, reported", describe(j), refused.Load())
 		}
 	})
 }

@@ -301,6 +301,15 @@ func (b *httpBackend) fail(deadline time.Time, f driver.FenceParams, fl failure)
 		body.Status, body.RetryAfterSeconds = "failed", 0
 	}
 	status, err := b.report(deadline, body)
+	var re *RemoteError
+	if body.RetryAfterSeconds > 0 && errors.As(err, &re) && re.Status == http.StatusBadRequest &&
+		strings.Contains(re.Message, `unknown field "retry_after_seconds"`) {
+		// A server older than the field: report the failure without it (its
+		// backoff then decides the delay) rather than not at all, which left
+		// the job to the reaper without its error.
+		body.RetryAfterSeconds = 0
+		status, err = b.report(deadline, body)
+	}
 	return status == StatusFailed, err
 }
 
