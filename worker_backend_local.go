@@ -57,11 +57,16 @@ func (b *localBackend) claim(ctx context.Context, queue string, limit int) ([]*J
 	// its commit and its answer would leave its jobs running, never run, until
 	// their lease expired and the reaper counted the execution. It waits for it
 	// instead (one statement), up to a lease; only the hard stop, when Stop's
-	// own deadline passes, cancels it.
+	// own deadline passes, cancels it. So that the hard stop cannot land in
+	// that window either, the claim asks Abandoned before it commits (the hard
+	// stop rolls it back), and a commit under way is not canceled (PostgreSQL's
+	// claim then runs in a transaction of its own): what committed is answered,
+	// and execute gives it back.
 	ctx, cancel := context.WithTimeout(b.w.jobsCtx, b.w.cfg.LeaseDuration)
 	defer cancel()
 	jobs, err := b.drv.JobClaim(ctx, driver.ClaimParams{
 		Queues: []string{queue}, Limit: limit, Owner: b.w.cfg.ID, LeaseDuration: b.w.cfg.LeaseDuration, Start: true,
+		Abandoned: func() bool { return b.w.jobsCtx.Err() != nil },
 	})
 	b.w.stats.Claimed.Add(int64(len(jobs)))
 	return jobs, claimLease{}, err
