@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,6 +149,88 @@ func TestStopCollectsAClaimUnderWay(t *testing.T) {
 		if runs.Load() != 0 || j.Status != drover.StatusQueued || j.Executions != 0 || j.Owner != "" {
 			t.Errorf("after a graceful Stop with its claim under way: %s, handler runs %d; want it given back unrun (queued, no execution spent)",
 				describe(j), runs.Load())
+		}
+	})
+}
+
+// lagProxy is a loopback TCP proxy that passes bytes both ways, but a
+// client's close reaches the server lag later: a load balancer or reverse
+// proxy that passes on a client's abort late, or not until the answer.
+func lagProxy(t *testing.T, upstream string, lag time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	go func() {
+		for {
+			cc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			uc, err := net.Dial("tcp", upstream)
+			if err != nil {
+				cc.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(cc, uc)
+				cc.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(uc, cc)
+				timer := time.NewTimer(lag) // the client's close, passed on late
+				<-timer.C
+				uc.Close()
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// A worker's Stop collects its long poll's request_id, which closes it when
+// no claim of it was made: behind a proxy that passed the worker's disconnect
+// on late, the long poll ran on at the server and claimed the next job for
+// the stopped worker, where it sat until its lease expired and the reaper
+// failed it unrun (helper-49).
+func TestStopClosesALongPollTheServerStillHolds(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		runEngine(t, c)
+		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+		var inClaim atomic.Int64
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/internal/task-claim" {
+				inClaim.Add(1)
+				defer inClaim.Add(-1)
+			}
+			s.ServeHTTP(w, r)
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+		url := lagProxy(t, hs.Listener.Addr().String(), 3*time.Second)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) { return "paid", nil })
+		w := newRemoteWorker(t, drover.RemoteConfig{URL: url, WaitSeconds: 10}, fastWorkerConfig(ws))
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a long poll waiting at the server", func() bool { return inClaim.Load() > 0 })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		// The long poll tries again at least once a second until the proxy
+		// passes the disconnect on (3s): ended, it has had its chances.
+		waitFor(t, "the stopped worker's long poll to end at the server", func() bool { return inClaim.Load() == 0 })
+		if j := getJob(t, c, id); j.Status != drover.StatusQueued || j.Attempt != 0 {
+			t.Errorf("a job enqueued after the worker stopped: %s; want it queued for another worker, never claimed", describe(j))
 		}
 	})
 }

@@ -157,7 +157,7 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if stopping.Err() != nil {
+			if stopping.Err() != nil && req.RequestID != "" {
 				return b.collect(req, first, err)
 			}
 			return nil, claimLease{}, err
@@ -206,13 +206,14 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 // (a resend may have been answered its tasks), so without this its jobs sat
 // running under a stopped worker until their lease expired, and the reaper
 // spent an execution on each (a max_attempts 1 job failed unrun). What it
-// collects the worker gives back unrun (execute: draining). It is resent for
-// up to a lease, the longest the tasks can be held, until the hard stop; on
-// failure the claim's own error is answered.
+// collects the worker gives back unrun (execute: draining). If no claim of
+// it was made, the server closes the request_id: a sending of it still
+// waiting there (behind a proxy that passes the disconnect on late) then
+// claims nothing. It is resent on transient errors for up to collectFor,
+// and not past the hard stop; on failure the claim's own error is answered.
 func (b *httpBackend) collect(req claimBody, first time.Time, cause error) ([]*Job, claimLease, error) {
 	req.ReplayOnly, req.WaitSeconds = true, 0
-	lease := max(b.w.cfg.LeaseDuration, time.Duration(b.serverLease.Load()))
-	ctx, cancel := context.WithTimeout(b.w.jobsCtx, lease)
+	ctx, cancel := context.WithTimeout(b.w.jobsCtx, collectFor)
 	defer cancel()
 	var resp claimAnswer
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
@@ -241,6 +242,10 @@ func (b *httpBackend) collect(req claimBody, first time.Time, cause error) ([]*J
 	b.w.stats.Claimed.Add(int64(len(jobs)))
 	return jobs, claimLease{from: first}, nil
 }
+
+// collectFor bounds a stopping worker's collect of its claim under way: a
+// server that cannot be reached holds Stop no longer than this.
+const collectFor = 10 * time.Second
 
 // fenceBody is the fence every call about one task carries.
 type fenceBody struct {

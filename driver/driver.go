@@ -268,9 +268,11 @@ type ClaimParams struct {
 	RequestID     string // a repeat returns the jobs the first call claimed that Owner still holds under that claim (maybe none); it never claims more
 	// ReplayOnly, with RequestID, only collects: it answers the jobs a claim
 	// of that RequestID took that Owner still holds (maybe none), and if no
-	// claim of it was made, claims nothing. A worker that stopped while its
-	// claim was under way sends it, to give back what the claim may have
-	// taken, without taking more.
+	// claim of it was made, claims nothing and closes the RequestID for a
+	// day: a claim with it that runs later answers no jobs. A worker that
+	// stopped while its claim was under way sends it, to give back what the
+	// claim may have taken, without taking more, and so that a sending of it
+	// still on its way takes nothing.
 	ReplayOnly bool
 	// Start also starts each claimed job in the same statement (claimed → running:
 	// executions+1, started_at; events "claimed" then "started"), for a worker that

@@ -106,6 +106,19 @@ func testClaimReplayOnly(h *harness) {
 	if j := h.get(ready.ID); j.Status != lifecycle.StatusQueued || j.Attempt != 0 {
 		h.t.Errorf("job %d after a ReplayOnly claim: %s, attempt %d; want queued, attempt 0", ready.ID, j.Status, j.Attempt)
 	}
+	// The request_id is closed: a sending of it that runs later (one still
+	// waiting in a long poll behind a proxy) claims nothing, where it leased
+	// the job to a worker that had gone (helper-49).
+	p.ReplayOnly = false
+	if jobs, err := h.d.JobClaim(h.ctx, p); err != nil || len(jobs) != 0 {
+		h.t.Errorf("claim of a request_id its worker collected = %d jobs, %v; want none", len(jobs), err)
+	}
+	p.Owner = "worker-2"
+	h.rejected(ready.ID, driver.ErrInvalidArgument, "claim by another worker of a request_id closed by its worker", func() error {
+		_, err := h.d.JobClaim(h.ctx, p)
+		return err
+	})
+	p.Owner = owner
 	p.RequestID, p.ReplayOnly = "sent", false
 	c := h.mustClaimOne(p)
 	p.ReplayOnly, p.Now = true, h.at(time.Second)

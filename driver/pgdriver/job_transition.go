@@ -81,7 +81,13 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 		return jobs, nil
 	}
 	if p.ReplayOnly {
-		return []*driver.Job{}, nil // no claim of the request_id: nothing to collect
+		// No claim of the request_id: nothing to collect, and none may be
+		// made (a sending of it still on its way would lease jobs to a
+		// worker that has gone).
+		if _, err := conn.Exec(ctx, queries.Get("ClaimClose"), p.RequestID, "worker:"+p.Owner); err != nil {
+			return nil, fmt.Errorf("claim: close request %q: %w", p.RequestID, err)
+		}
+		return []*driver.Job{}, nil
 	}
 	var jobs []*driver.Job
 	if p.Abandoned != nil {

@@ -25,7 +25,7 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An object of the name the last migration creates makes it fail.
-	if _, err := d.Pool().Exec(ctx, "CREATE TABLE drover_jobs_retry_of_idx (x int)"); err != nil {
+	if _, err := d.Pool().Exec(ctx, "CREATE TABLE drover_claim_requests (x int)"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err == nil {
@@ -34,7 +34,7 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
 		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
 	}
-	if _, err := d.Pool().Exec(ctx, "DROP TABLE drover_jobs_retry_of_idx"); err != nil {
+	if _, err := d.Pool().Exec(ctx, "DROP TABLE drover_claim_requests"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err != nil {

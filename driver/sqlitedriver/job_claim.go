@@ -49,7 +49,10 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 			}
 		}
 		if p.ReplayOnly {
-			return nil // no claim of the request_id: nothing to collect
+			// No claim of the request_id: nothing to collect, and none may be
+			// made (a sending of it still on its way would lease jobs to a
+			// worker that has gone).
+			return closeClaimRequest(ctx, tx, p, now)
 		}
 		cands, err := claimCandidates(ctx, tx, p, now, limit)
 		if err != nil {
@@ -141,6 +144,19 @@ func claimReplay(ctx context.Context, tx *sql.Tx, p driver.ClaimParams) (jobs []
 		j.Replayed = true
 	}
 	return jobs, true, nil
+}
+
+// closeClaimRequest closes p.RequestID, of which no claim was made: a claim
+// of it that runs later answers no jobs (ClaimRequestSeen).
+func closeClaimRequest(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, queries.Get("ClaimRequestsExpire"), sql.Named("before", micros(now.Add(-24*time.Hour)))); err != nil {
+		return fmt.Errorf("claim: expire closed requests: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, queries.Get("ClaimRequestClose"), sql.Named("request_id", p.RequestID),
+		sql.Named("actor", leaseActor(p.Owner)), sql.Named("now", micros(now))); err != nil {
+		return fmt.Errorf("claim: close request %q: %w", p.RequestID, err)
+	}
+	return nil
 }
 
 // candidate is a claimable job found before the claim updates it.

@@ -409,7 +409,7 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 		t.Fatalf("one step down: %v", err)
 	}
 	// An object of the name the last migration creates makes it fail.
-	if _, err := d.write.ExecContext(ctx, "CREATE TABLE drover_jobs_retry_of_idx (x)"); err != nil {
+	if _, err := d.write.ExecContext(ctx, "CREATE TABLE drover_claim_requests (x)"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err == nil {
@@ -418,7 +418,7 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
 		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
 	}
-	if _, err := d.write.ExecContext(ctx, "DROP TABLE drover_jobs_retry_of_idx"); err != nil {
+	if _, err := d.write.ExecContext(ctx, "DROP TABLE drover_claim_requests"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err != nil {

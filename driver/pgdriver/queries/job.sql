@@ -97,8 +97,21 @@ ORDER BY seq;
 SELECT attempt, type FROM drover_job_events WHERE request_id = $1 AND job_id = $2;
 
 -- name: ClaimSeen
--- Who made the claim of request_id $1, if one was made.
-SELECT actor FROM drover_job_events WHERE request_id = $1 AND type = 'claimed' LIMIT 1;
+-- Who made the claim of request_id $1, if one was made, or closed it without
+-- one (ClaimClose).
+SELECT actor FROM drover_job_events WHERE request_id = $1 AND type = 'claimed'
+UNION ALL
+SELECT actor FROM drover_claim_requests WHERE request_id = $1
+LIMIT 1;
+
+-- name: ClaimClose
+-- Closes request_id $1, of which no claim was made, for actor $2: a claim of it
+-- that runs later answers no jobs. Rows older than a day go with it.
+WITH gone AS (
+    DELETE FROM drover_claim_requests WHERE closed_at < now() - interval '1 day'
+)
+INSERT INTO drover_claim_requests (request_id, actor, closed_at) VALUES ($1, $2, now())
+ON CONFLICT (request_id) DO NOTHING;
 
 -- name: ClaimReplay
 -- The jobs a repeated claim request took the first time that its owner still holds

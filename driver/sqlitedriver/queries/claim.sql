@@ -58,8 +58,23 @@ SELECT j.id, j.rev - p.start, c.type, c.from_status, CASE WHEN p.start THEN 'run
 FROM c JOIN drover_jobs AS j ON j.id = c.id JOIN p;
 
 -- name: ClaimRequestSeen
--- Who made the claim of the request_id, if one was made.
-SELECT actor FROM drover_job_events WHERE request_id = :request_id AND type = 'claimed' LIMIT 1;
+-- Who made the claim of the request_id, if one was made, or closed it without
+-- one (ClaimRequestClose).
+SELECT actor FROM (
+    SELECT actor FROM drover_job_events WHERE request_id = :request_id AND type = 'claimed'
+    UNION ALL
+    SELECT actor FROM drover_claim_requests WHERE request_id = :request_id
+) LIMIT 1;
+
+-- name: ClaimRequestClose
+-- Closes the request_id, of which no claim was made, for actor: a claim of it
+-- that runs later answers no jobs.
+INSERT INTO drover_claim_requests (request_id, actor, closed_at) VALUES (:request_id, :actor, :now)
+ON CONFLICT (request_id) DO NOTHING;
+
+-- name: ClaimRequestsExpire
+-- Closed request_ids older than a day go (a claim lives a long poll and a lease).
+DELETE FROM drover_claim_requests WHERE closed_at < :before;
 
 -- name: ClaimReplay
 -- The jobs a repeated claim request took the first time, if that claim's lease is

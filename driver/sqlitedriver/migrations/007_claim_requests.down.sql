@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS drover_claim_requests;
