@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,4 +234,69 @@ func TestStopClosesALongPollTheServerStillHolds(t *testing.T) {
 			t.Errorf("a job enqueued after the worker stopped: %s; want it queued for another worker, never claimed", describe(j))
 		}
 	})
+}
+
+// At a shutdown's deadline a claim's COMMIT runs on (it is not canceled), and
+// its worker, cut off, cannot receive it: a claim without a request_id is then
+// given back. The give-back was canceled with the server's life, and the job
+// sat leased to the departed worker until its lease expired (helper-49 F2).
+func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.URL(t, "postgres")
+	c, err := drover.NewClient(testdb.OpenURL(t, "postgres", url), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddl.Close(ctx)
+	// The claim's COMMIT takes a second and a half, and so does the give-back's
+	// (a slow synchronous standby): a give-back canceled with the server's
+	// life is then canceled for certain, not only when it loses the race.
+	for _, q := range []string{
+		`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN IF NEW.type IN ('claimed', 'snoozed') THEN PERFORM pg_sleep(1.5); END IF; RETURN NULL; END $$`,
+		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON drover_job_events
+		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`,
+	} {
+		if _, err := ddl.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+	s := server.New(c, server.Config{LeaseDuration: time.Minute})
+	defer s.Close()
+	srvCtx, shutdown := context.WithCancel(ctx)
+	addr, served := make(chan net.Addr, 1), make(chan error, 1)
+	go func() {
+		served <- server.ListenAndServe(srvCtx, s, server.ListenConfig{
+			Addr: "127.0.0.1:0", ShutdownTimeout: 300 * time.Millisecond, Ready: func(a net.Addr) { addr <- a },
+		}, nil)
+	}()
+	base := "http://" + waitChan(t, addr, "the server to listen").String()
+	claimed := make(chan error, 1)
+	go func() { // a worker that sends no request_id (it is optional)
+		resp, err := http.Post(base+"/internal/task-claim", "application/json",
+			strings.NewReader(`{"worker_id":"w1","queues":["default"],"limit":1}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		claimed <- err
+	}()
+	waitFor(t, "the claim's COMMIT under way", func() bool {
+		var n int
+		_ = ddl.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()`).Scan(&n)
+		return n > 0
+	})
+	shutdown()
+	waitChan(t, served, "ListenAndServe to return")
+	waitChan(t, claimed, "the claim to end")
+	// The job is given back (a lease is a minute: its expiry is not what
+	// requeues it within the wait).
+	j := waitJob(t, c, id, "claimed, then given back", func(j *drover.Job) bool { return j.Attempt == 1 && j.Status != drover.StatusRunning })
+	if j.Status != drover.StatusQueued || j.Executions != 0 || j.Attempt != 1 {
+		t.Errorf("job claimed for a worker the shutdown cut off: %s; want it claimed (attempt 1), then given back (queued, no execution spent)", describe(j))
+	}
 }

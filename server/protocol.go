@@ -304,8 +304,7 @@ func (s *Server) backoff(n int) (d time.Duration) {
 
 // detached is a context for database work a request must finish even if its
 // client leaves: not canceled with the request, bounded by a lease, and, past
-// the shutdown's deadline, canceled with the server's life, so that no such
-// call outlives ListenAndServe.
+// the shutdown's deadline, canceled with the server's life.
 func (s *Server) detached(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.LeaseDuration)
 	if life := serverLife(r.Context()); life != nil {
@@ -315,8 +314,13 @@ func (s *Server) detached(r *http.Request) (context.Context, context.CancelFunc)
 	return ctx, cancel
 }
 
+// giveBack snoozes, at once, tasks claimed for a worker that left. It is not
+// canceled with the server's life: at a shutdown's deadline, the claim it
+// follows may have committed (its COMMIT is not canceled either), and the
+// give-back is what keeps those jobs from sitting leased to nobody until
+// their lease expires (helper-49). A lease bounds it.
 func (s *Server) giveBack(r *http.Request, tasks []Task) {
-	ctx, cancel := s.detached(r)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.LeaseDuration)
 	defer cancel()
 	for _, t := range tasks {
 		f := driver.FenceParams{ID: t.TaskID, Attempt: t.Attempt, LeaseToken: t.LeaseToken}
