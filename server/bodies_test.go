@@ -157,8 +157,11 @@ func TestClaimReplayOnly(t *testing.T) {
 				}
 				return ans
 			}
-			if ans := claim(`{"worker_id":"w","queues":["default"],"replay_only":true,"request_id":"r1"}`); len(ans.Tasks) != 0 {
+			if ans := claim(`{"worker_id":"w","queues":["default"],"replay_only":true,"request_id":"r0"}`); len(ans.Tasks) != 0 {
 				t.Errorf("replay_only of a request_id never claimed answered %+v; want no tasks (the job is ready)", ans)
+			}
+			if ans := claim(`{"worker_id":"w","queues":["default"],"request_id":"r0"}`); len(ans.Tasks) != 0 {
+				t.Errorf("claim with a request_id collected before answered %+v; want no tasks (it is closed)", ans)
 			}
 			first := claim(`{"worker_id":"w","queues":["default"],"request_id":"r1"}`)
 			again := claim(`{"worker_id":"w","queues":["default"],"replay_only":true,"request_id":"r1"}`)
@@ -236,5 +239,17 @@ func TestFieldSentTwiceIsRefused(t *testing.T) {
 	}
 	if code, _, b := call(t, s, "GET", "/jobs", "", nil); code != http.StatusOK || strings.Contains(string(b), `"kind"`) {
 		t.Errorf("jobs after the refused enqueue: %d %s; want none", code, b)
+	}
+}
+
+// A body of JSON null names no field: it is taken as an empty one, as before
+// fields named twice were refused (helper-49 F3).
+func TestNullBodyIsAnEmptyOne(t *testing.T) {
+	s := newTestServerOn(t, "sqlite", Config{})
+	if code, _, b := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+		t.Fatalf("POST /jobs: %d %s", code, b)
+	}
+	if code, _, b := call(t, s, "POST", "/jobs/1/cancel", "", []byte(`null`)); code != http.StatusOK {
+		t.Errorf("cancel with body null: %d %s; want 200", code, b)
 	}
 }

@@ -164,6 +164,9 @@ func decodeBytes(body []byte, v any) error {
 // field named twice too, which encoding/json reads as its last value while a
 // proxy or validator in front may read the first.
 func exactNames(body []byte, v any) error {
+	if string(bytes.TrimSpace(body)) == "null" {
+		return nil // no fields, as encoding/json reads it (and did before)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return badRequest("request body must be a JSON object")
