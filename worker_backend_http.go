@@ -244,8 +244,9 @@ func (b *httpBackend) collect(req claimBody, first time.Time, cause error) ([]*J
 }
 
 // collectFor bounds a stopping worker's collect of its claim under way: a
-// server that cannot be reached holds Stop no longer than this.
-const collectFor = 10 * time.Second
+// server that cannot be reached holds Stop no longer than this (its claim's
+// tasks, if any, then wait for their lease, as they did before collects).
+const collectFor = 2 * time.Second
 
 // fenceBody is the fence every call about one task carries.
 type fenceBody struct {
