@@ -55,7 +55,7 @@ func run() error {
 		riverMaxW   = flag.Int("river-max-workers", 2000, "river: MaxWorkers of the default queue (riverbench: 2000)")
 		riverCool   = flag.Duration("river-fetch-cooldown", 2*time.Millisecond, "river: FetchCooldown (riverbench: 2ms; River's default 100ms)")
 		riverPoll   = flag.Duration("river-fetch-poll-interval", 20*time.Millisecond, "river: FetchPollInterval (riverbench: 20ms; River's default 1s)")
-		riverFast   = flag.Bool("river-insert-fast", false, "river: insert batches with InsertManyFast (COPY) instead of InsertMany")
+		riverFast   = flag.Bool("river-insert-fast", true, "river: insert batches with InsertManyFast (COPY), River's fastest insert; false: InsertMany, as riverbench does")
 		stall       = flag.Duration("stall-timeout", 60*time.Second, "give up on a run when no job completed for this long")
 		output      = flag.String("o", "table", "output: table or json")
 		cpuProfile  = flag.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
@@ -187,6 +187,17 @@ func run() error {
 		}
 	}()
 
+	// After a burn-down's insert and before its work (untimed), the tables'
+	// statistics are brought up to date, as autoanalyze would have in
+	// production: prepare's VACUUM ANALYZE ran on empty tables, and a system
+	// whose plans read statistics (River's) was measured on stale ones.
+	o.analyze = func() error {
+		if admin == nil {
+			return nil
+		}
+		_, err := admin.Exec(ctx, "ANALYZE")
+		return err
+	}
 	settleFn := func() error {
 		if admin == nil {
 			return nil // --sqlite-only: no PostgreSQL to settle

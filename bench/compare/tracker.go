@@ -26,6 +26,7 @@ type tracker struct {
 	completed atomic.Int64 // durable completions
 	lastDone  atomic.Int64 // unix nanos of the latest completion
 	bytes     atomic.Int64 // memory held by the chunks
+	stray     atomic.Int64 // executions or completions of no sequence handed out (unparsable args)
 
 	// watch, when set, gets the sequence number of every completion (non-blocking).
 	watch chan int64
@@ -131,6 +132,7 @@ func (t *tracker) enqueuedLate(seq int64, at, due time.Time) {
 func (t *tracker) executedSeq(seq int64) {
 	now := time.Now()
 	if _, ok := t.add(seq, 0); !ok {
+		t.stray.Add(1)
 		return
 	}
 	t.executed.Add(1)
@@ -146,6 +148,7 @@ func (t *tracker) executedSeq(seq int64) {
 func (t *tracker) completedSeq(seq int64) {
 	now := time.Now()
 	if _, ok := t.add(seq, 4); !ok {
+		t.stray.Add(1)
 		return
 	}
 	if tc := t.times[seq>>chunkBits].Load(); tc != nil {
@@ -166,8 +169,11 @@ func (t *tracker) completedSeq(seq int64) {
 
 // verdict counts, over every sequence number handed out, the jobs never completed
 // (lost) and the jobs whose handler ran more than once or whose completion was
-// seen more than once (dup).
+// seen more than once (dup). An execution or completion of no sequence handed
+// out (args that did not parse) counts as a dup: it is a run the tracker cannot
+// place, and dropping it could hide one.
 func (t *tracker) verdict() (lost, dup int64) {
+	dup = t.stray.Load()
 	n := t.next.Load()
 	for s := int64(0); s < n; s++ {
 		e, d := t.get(s)

@@ -32,10 +32,11 @@ func TestTrackerVerdict(t *testing.T) {
 		tr.completedSeq(s)
 	}
 	tr.executedSeq(chunkSize + 1) // ran twice
-	tr.completedSeq(n + 5)        // never handed out: ignored
+	tr.completedSeq(n + 5)        // never handed out: a run it cannot place
+	tr.executedSeq(-1)            // args that did not parse: the same
 	lost, dup := tr.verdict()
-	if lost != 1 || dup != 1 {
-		t.Fatalf("lost, dup = %d, %d; want 1, 1", lost, dup)
+	if lost != 1 || dup != 3 {
+		t.Fatalf("lost, dup = %d, %d; want 1, 3 (one ran twice, two stray)", lost, dup)
 	}
 	start, fin := tr.latencySamples(0, n, false)
 	if len(start) != int(n-1) || len(fin) != int(n-1) {

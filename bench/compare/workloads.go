@@ -62,6 +62,7 @@ type opts struct {
 	backlogJobs     int
 	backlogFuture   float64
 	stall           time.Duration
+	analyze         func() error // after a burn-down's insert, untimed (nil: none)
 }
 
 const msPerNs = 1e-6
@@ -163,6 +164,12 @@ func burnDown(ctx context.Context, s system, o opts) result {
 	ins := time.Since(began)
 	r.InsertSeconds, r.InsertPerSec = ins.Seconds(), float64(o.jobs)/ins.Seconds()
 	logf("%s: burn-down: inserted %d in %s (%.0f/s); working", s.name(), o.jobs, ins.Round(time.Millisecond), r.InsertPerSec)
+	if o.analyze != nil {
+		if err := o.analyze(); err != nil {
+			r.Error = "analyze: " + err.Error()
+			return r
+		}
+	}
 
 	w0 := time.Now()
 	if err := s.start(ctx, t); err != nil {
@@ -405,7 +412,7 @@ func backlog(ctx context.Context, s system, o opts, settleFn func() error) []res
 		r.FinishP50, r.FinishP99 = ms(percentile(fin, 50)), ms(percentile(fin, 99))
 		finish(ctx, s, t, &r, false)
 		r.Jobs = int64(o.backlogJobs)
-		logf("%s: backlog %d rows: claim p50 %.2f ms p99 %.2f ms", s.name(), size, r.StartP50, r.StartP99)
+		logf("%s: backlog %d rows: enqueue→start p50 %.2f ms p99 %.2f ms", s.name(), size, r.StartP50, r.StartP99)
 		out = append(out, r)
 	}
 	return out
