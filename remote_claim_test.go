@@ -203,16 +203,14 @@ func TestStopClosesALongPollTheServerStillHolds(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
 		runEngine(t, c)
-		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
 		var inClaim atomic.Int64
-		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hs := wrappedServer(t, c, func(s http.Handler, w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/internal/task-claim" {
 				inClaim.Add(1)
 				defer inClaim.Add(-1)
 			}
 			s.ServeHTTP(w, r)
-		}))
-		t.Cleanup(func() { hs.Close(); s.Close() })
+		})
 		url := lagProxy(t, hs.Listener.Addr().String(), 3*time.Second)
 		ws := drover.NewWorkers()
 		drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) { return "paid", nil })

@@ -45,6 +45,16 @@ func lateFirstClaimServer(t *testing.T, c *drover.Client, lease, late time.Durat
 	return hs.URL
 }
 
+// wrappedServer serves c with serverLease and no backoff behind wrap, which
+// passes requests on to the server s as it likes; closed at the test's end.
+func wrappedServer(t *testing.T, c *drover.Client, wrap func(s http.Handler, w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	t.Helper()
+	s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { wrap(s, w, r) }))
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	return hs
+}
+
 // runEngine runs an engine with a fast reaper on c's database until the test ends.
 func runEngine(t *testing.T, c *drover.Client) {
 	t.Helper()
@@ -303,9 +313,8 @@ func TestAbandonedHandlersReportToAnOlderServer(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
 		runEngine(t, c)
-		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
 		var refused atomic.Int32
-		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hs := wrappedServer(t, c, func(s http.Handler, w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
 			if r.URL.Path == "/internal/task-complete" && bytes.Contains(body, []byte(`"retry_after_seconds"`)) {
 				refused.Add(1)
@@ -316,8 +325,7 @@ func TestAbandonedHandlersReportToAnOlderServer(t *testing.T) {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			s.ServeHTTP(w, r)
-		}))
-		t.Cleanup(func() { hs.Close(); s.Close() })
+		})
 		release := make(chan struct{})
 		ws := drover.NewWorkers()
 		drover.Register(ws, "stubborn", func(ctx context.Context, _ *drover.Job, _ struct{}) (any, error) {
