@@ -298,3 +298,110 @@ func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
 		t.Errorf("job claimed for a worker the shutdown cut off: %s; want it claimed (attempt 1), then given back (queued, no execution spent)", describe(j))
 	}
 }
+
+// A stopping worker's collect waits for its answer up to a lease, and a
+// collect whose worker left has its tasks given back by the server. Given up
+// at 2 s (an answer on a slow link, or one that waited for the claim's slow
+// COMMIT), the committed job sat leased to the stopped worker until the
+// reaper failed it unrun (helper-50 F1).
+func TestStopCollectWaitsForASlowAnswer(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		runEngine(t, c)
+		s := server.New(c, server.Config{LeaseDuration: 10 * time.Second, Backoff: func(int) time.Duration { return 0 }})
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, r)
+			if r.URL.Path == "/internal/task-claim" && bytes.Contains(rec.Body.Bytes(), []byte(`"task_id"`)) {
+				time.Sleep(2500 * time.Millisecond) // a slow link: an answer with a task takes 2.5 s
+			}
+			writeRecorded(w, rec)
+		}))
+		t.Cleanup(func() { hs.Close(); s.Close() })
+		var runs atomic.Int32
+		ws := drover.NewWorkers()
+		drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) {
+			runs.Add(1)
+			return "paid", nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.LeaseDuration = 30 * time.Second // the default: the collect's bound until the server has said its lease
+		w := newRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 5}, cfg)
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		waitJob(t, c, id, "claimed for the worker", func(j *drover.Job) bool { return j.Status == drover.StatusRunning })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		j := waitJob(t, c, id, "given back or failed", func(j *drover.Job) bool { return j.Status != drover.StatusRunning })
+		if runs.Load() != 0 || j.Status != drover.StatusQueued || j.Executions != 0 {
+			t.Errorf("after a graceful Stop whose collect answer took 2.5 s: %s, handler runs %d; want it given back unrun (queued, no execution spent)",
+				describe(j), runs.Load())
+		}
+	})
+}
+
+// drover server closes its Server before its driver: Close waits for a
+// claim under way and its give-back. The give-back of a claim committed at
+// the shutdown's deadline met a closed pool, and its job sat leased to the
+// cut-off worker (helper-50 F2).
+func TestCloseWaitsForAGiveBack(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.URL(t, "postgres")
+	drv := testdb.OpenURL(t, "postgres", url)
+	c, err := drover.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddl.Close(ctx)
+	for _, q := range []string{
+		`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN IF NEW.type = 'claimed' THEN PERFORM pg_sleep(1.5); END IF; RETURN NULL; END $$`,
+		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON drover_job_events
+		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`,
+	} {
+		if _, err := ddl.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+	s := server.New(c, server.Config{LeaseDuration: time.Minute})
+	srvCtx, shutdown := context.WithCancel(ctx)
+	addr, served := make(chan net.Addr, 1), make(chan error, 1)
+	go func() {
+		served <- server.ListenAndServe(srvCtx, s, server.ListenConfig{
+			Addr: "127.0.0.1:0", ShutdownTimeout: 300 * time.Millisecond, Ready: func(a net.Addr) { addr <- a },
+		}, nil)
+	}()
+	base := "http://" + waitChan(t, addr, "the server to listen").String()
+	go func() {
+		if resp, err := http.Post(base+"/internal/task-claim", "application/json",
+			strings.NewReader(`{"worker_id":"w1","queues":["default"],"limit":1}`)); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the claim's COMMIT under way", func() bool {
+		var n int
+		_ = ddl.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()`).Scan(&n)
+		return n > 0
+	})
+	shutdown()
+	waitChan(t, served, "ListenAndServe to return")
+	s.Close() // as drover server does, then its driver's Close
+	_ = drv.Close()
+	c2, err := drover.NewClient(testdb.OpenURL(t, "postgres", url), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := getJob(t, c2, id); j.Status != drover.StatusQueued || j.Executions != 0 || j.Attempt != 1 {
+		t.Errorf("job claimed for a worker the shutdown cut off, after Close and the driver's: %s; want it given back (queued, attempt 1, no execution spent)", describe(j))
+	}
+}

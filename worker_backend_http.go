@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -209,19 +210,26 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 // collects the worker gives back unrun (execute: draining). If no claim of
 // it was made, the server closes the request_id: a sending of it still
 // waiting there (behind a proxy that passes the disconnect on late) then
-// claims nothing. It is resent on transient errors for up to collectFor,
-// and not past the hard stop; on failure the claim's own error is answered.
+// claims nothing. It waits for an answer for up to a lease (the server's
+// answer may wait for the claim's COMMIT: given up at 2 s, a committed job
+// sat leased to the stopped worker, helper-50), and not past the hard stop;
+// a server that cannot be reached at all is given up on after collectFor.
+// On failure the claim's own error is answered.
 func (b *httpBackend) collect(req claimBody, first time.Time, cause error) ([]*Job, claimLease, error) {
 	req.ReplayOnly, req.WaitSeconds = true, 0
-	ctx, cancel := context.WithTimeout(b.w.jobsCtx, collectFor)
+	lease := max(b.w.cfg.LeaseDuration, time.Duration(b.serverLease.Load()))
+	ctx, cancel := context.WithTimeout(b.w.jobsCtx, lease)
 	defer cancel()
+	began := time.Now()
 	var resp claimAnswer
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		err := b.post(ctx, "/internal/task-claim", req, &resp)
 		if err == nil {
 			break
 		}
-		if !retryable(err) || ctx.Err() != nil {
+		var op *net.OpError
+		unreachable := errors.As(err, &op) && op.Op == "dial" && time.Since(began) >= collectFor
+		if !retryable(err) || ctx.Err() != nil || unreachable {
 			// A server older than replay_only refuses it (400): its claim,
 			// if committed, waits for its lease as before.
 			b.w.log.Warn("could not collect the claim under way at the stop; the tasks it may have taken wait for their lease",
@@ -243,9 +251,10 @@ func (b *httpBackend) collect(req claimBody, first time.Time, cause error) ([]*J
 	return jobs, claimLease{from: first}, nil
 }
 
-// collectFor bounds a stopping worker's collect of its claim under way: a
-// server that cannot be reached holds Stop no longer than this (its claim's
-// tasks, if any, then wait for their lease, as they did before collects).
+// collectFor bounds a stopping worker's collect of its claim under way when
+// the server cannot be reached at all (a connection refused): it holds Stop
+// no longer than this (its claim's tasks, if any, then wait for their lease,
+// as they did before collects).
 const collectFor = 2 * time.Second
 
 // fenceBody is the fence every call about one task carries.
