@@ -187,29 +187,17 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		// the earliest its lease may have begun, where the answer's arrival
 		// could be any time later (see claimAnswer).
 		after := time.Since(arrived)
-		tasks, replayed, err := s.claimAndStart(r, p)
+		tasks, replayed, gone, err := s.claimOrGiveBack(r, p, left)
 		if err != nil {
 			return err
+		}
+		if gone {
+			return noTasks()
 		}
 		if replayed {
 			// Taken by the first sending of this request_id, before this one
 			// arrived: no later bound to give.
 			after = 0
-		}
-		if len(tasks) > 0 && left() {
-			// The worker left between the claim's commit and now (before the
-			// commit, the claim rolled back: p.Abandoned). Without a
-			// request_id it can never receive these, so give them back now (a
-			// zero snooze returns the execution) rather than let them sit
-			// running until the lease expires and cost an attempt. With one,
-			// it may have resent the claim already and been answered these
-			// very tasks (a replay): given back, they would be claimed by
-			// another worker while it ran them. They are left to the resend,
-			// or to the lease's expiry if none comes.
-			if p.RequestID == "" {
-				s.giveBack(r, tasks)
-			}
-			return noTasks()
 		}
 		remaining := time.Until(deadline)
 		if len(tasks) > 0 || wake == nil || remaining <= 0 {
@@ -252,6 +240,31 @@ type claimAnswer struct {
 	Tasks               []Task  `json:"tasks"`
 	ClaimedAfterSeconds float64 `json:"claimed_after_seconds"`
 	Replayed            bool    `json:"replayed"`
+}
+
+// claimOrGiveBack claims and starts (claimAndStart), and gives back what a
+// worker that left can no longer receive (gone: answer no tasks). The claim
+// and its give-back are counted as work under way, which Close waits for.
+func (s *Server) claimOrGiveBack(r *http.Request, p driver.ClaimParams, left func() bool) (tasks []Task, replayed, gone bool, err error) {
+	defer s.work.begin()()
+	tasks, replayed, err = s.claimAndStart(r, p)
+	if err != nil || len(tasks) == 0 || !left() {
+		return tasks, replayed, false, err
+	}
+	// The worker left between the claim's commit and now (before the commit,
+	// the claim rolled back: p.Abandoned). Without a request_id it can never
+	// receive these, so give them back now (a zero snooze returns the
+	// execution) rather than let them sit running until the lease expires and
+	// cost an attempt. With one, it may have resent the claim already and been
+	// answered these very tasks (a replay): given back, they would be claimed
+	// by another worker while it ran them. They are left to the resend, or to
+	// the lease's expiry if none comes. A collect's (replay_only) are given
+	// back: its worker is stopping and only ever gives them back itself (a
+	// collect that timed out left them leased to it, helper-50).
+	if p.RequestID == "" || p.ReplayOnly {
+		s.giveBack(r, tasks)
+	}
+	return nil, false, true, nil
 }
 
 // claimAndStart claims and starts; replayed reports an answer to a repeated

@@ -56,6 +56,47 @@ type Server struct {
 	metrics *metrics
 	routes  []route
 	origins *http.CrossOriginProtection
+	work    inflight // claims under way and their give-backs
+}
+
+// inflight counts database work a request finishes whether or not its client
+// or the server's life is still there (a claim whose COMMIT is under way, the
+// give-back that follows it), so that Close can wait for it before the driver
+// is closed: a give-back that met a closed pool left its job leased to a
+// worker the shutdown had cut off (helper-50).
+type inflight struct {
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// begin counts one piece of work; the func it returns ends it. After Close,
+// nothing is counted (Close is no longer waiting).
+func (f *inflight) begin() (end func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return func() {}
+	}
+	f.wg.Add(1)
+	return f.wg.Done
+}
+
+// wait waits up to d for the work counted so far, and reports whether it ended.
+func (f *inflight) wait(d time.Duration) bool {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // route is one endpoint: its method, path pattern and who may call it.
@@ -108,8 +149,14 @@ func (s *Server) Routes() []route { return s.routes }
 // Metrics returns the server's metric hooks, for an in-process worker to report into.
 func (s *Server) Metrics() *Metrics { return &Metrics{s.metrics} }
 
-// Close stops background work.
-func (s *Server) Close() { s.wake.close() }
+// Close stops background work, and waits (up to a lease) for claims under way
+// and their give-backs: call it before closing the driver.
+func (s *Server) Close() {
+	s.wake.close()
+	if !s.work.wait(s.cfg.LeaseDuration) {
+		s.log.Warn("claims still under way at close; their jobs wait for their lease")
+	}
+}
 
 func (s *Server) register() []route {
 	var routes []route
