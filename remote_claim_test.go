@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/internal/testdb"
 	"github.com/drover-dev/drover/server"
 )
@@ -234,14 +235,18 @@ func TestStopClosesALongPollTheServerStillHolds(t *testing.T) {
 	})
 }
 
-// At a shutdown's deadline a claim's COMMIT runs on (it is not canceled), and
-// its worker, cut off, cannot receive it: a claim without a request_id is then
-// given back. The give-back was canceled with the server's life, and the job
-// sat leased to the departed worker until its lease expired (helper-49 F2).
-func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
+// slowCommitAtShutdown serves a fresh PostgreSQL database whose claims and
+// snoozes take a second and a half to commit (a slow synchronous standby),
+// with a lease of a minute; enqueues a max_attempts 1 job; sends a claim
+// without a request_id (it is optional); and shuts the server down, with a
+// deadline of 300 ms, while the claim's COMMIT runs. It returns once
+// ListenAndServe has, with the job's id.
+func slowCommitAtShutdown(t *testing.T) (c *drover.Client, s *server.Server, drv driver.Driver, url string, id int64) {
+	t.Helper()
 	ctx := context.Background()
-	url := testdb.URL(t, "postgres")
-	c, err := drover.NewClient(testdb.OpenURL(t, "postgres", url), nil)
+	url = testdb.URL(t, "postgres")
+	drv = testdb.OpenURL(t, "postgres", url)
+	c, err := drover.NewClient(drv, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,9 +255,6 @@ func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ddl.Close(ctx)
-	// The claim's COMMIT takes a second and a half, and so does the give-back's
-	// (a slow synchronous standby): a give-back canceled with the server's
-	// life is then canceled for certain, not only when it loses the race.
 	for _, q := range []string{
 		`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 		 BEGIN IF NEW.type IN ('claimed', 'snoozed') THEN PERFORM pg_sleep(1.5); END IF; RETURN NULL; END $$`,
@@ -263,9 +265,8 @@ func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
-	s := server.New(c, server.Config{LeaseDuration: time.Minute})
-	defer s.Close()
+	id = enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+	s = server.New(c, server.Config{LeaseDuration: time.Minute})
 	srvCtx, shutdown := context.WithCancel(ctx)
 	addr, served := make(chan net.Addr, 1), make(chan error, 1)
 	go func() {
@@ -274,14 +275,11 @@ func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
 		}, nil)
 	}()
 	base := "http://" + waitChan(t, addr, "the server to listen").String()
-	claimed := make(chan error, 1)
-	go func() { // a worker that sends no request_id (it is optional)
-		resp, err := http.Post(base+"/internal/task-claim", "application/json",
-			strings.NewReader(`{"worker_id":"w1","queues":["default"],"limit":1}`))
-		if err == nil {
+	go func() {
+		if resp, err := http.Post(base+"/internal/task-claim", "application/json",
+			strings.NewReader(`{"worker_id":"w1","queues":["default"],"limit":1}`)); err == nil {
 			resp.Body.Close()
 		}
-		claimed <- err
 	}()
 	waitFor(t, "the claim's COMMIT under way", func() bool {
 		var n int
@@ -290,9 +288,18 @@ func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
 	})
 	shutdown()
 	waitChan(t, served, "ListenAndServe to return")
-	waitChan(t, claimed, "the claim to end")
-	// The job is given back (a lease is a minute: its expiry is not what
-	// requeues it within the wait).
+	return c, s, drv, url, id
+}
+
+// At a shutdown's deadline a claim's COMMIT runs on (it is not canceled), and
+// its worker, cut off, cannot receive it: a claim without a request_id is then
+// given back. The give-back was canceled with the server's life, and the job
+// sat leased to the departed worker until its lease expired (helper-49 F2).
+// The give-back's COMMIT is slow too: canceled, it is canceled for certain.
+func TestGiveBackOutlivesTheShutdownsDeadline(t *testing.T) {
+	c, s, _, _, id := slowCommitAtShutdown(t)
+	defer s.Close()
+	// The lease is a minute: its expiry is not what requeues the job here.
 	j := waitJob(t, c, id, "claimed, then given back", func(j *drover.Job) bool { return j.Attempt == 1 && j.Status != drover.StatusRunning })
 	if j.Status != drover.StatusQueued || j.Executions != 0 || j.Attempt != 1 {
 		t.Errorf("job claimed for a worker the shutdown cut off: %s; want it claimed (attempt 1), then given back (queued, no execution spent)", describe(j))
@@ -350,51 +357,7 @@ func TestStopCollectWaitsForASlowAnswer(t *testing.T) {
 // the shutdown's deadline met a closed pool, and its job sat leased to the
 // cut-off worker (helper-50 F2).
 func TestCloseWaitsForAGiveBack(t *testing.T) {
-	ctx := context.Background()
-	url := testdb.URL(t, "postgres")
-	drv := testdb.OpenURL(t, "postgres", url)
-	c, err := drover.NewClient(drv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ddl, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ddl.Close(ctx)
-	for _, q := range []string{
-		`CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-		 BEGIN IF NEW.type = 'claimed' THEN PERFORM pg_sleep(1.5); END IF; RETURN NULL; END $$`,
-		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON drover_job_events
-		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`,
-	} {
-		if _, err := ddl.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
-	s := server.New(c, server.Config{LeaseDuration: time.Minute})
-	srvCtx, shutdown := context.WithCancel(ctx)
-	addr, served := make(chan net.Addr, 1), make(chan error, 1)
-	go func() {
-		served <- server.ListenAndServe(srvCtx, s, server.ListenConfig{
-			Addr: "127.0.0.1:0", ShutdownTimeout: 300 * time.Millisecond, Ready: func(a net.Addr) { addr <- a },
-		}, nil)
-	}()
-	base := "http://" + waitChan(t, addr, "the server to listen").String()
-	go func() {
-		if resp, err := http.Post(base+"/internal/task-claim", "application/json",
-			strings.NewReader(`{"worker_id":"w1","queues":["default"],"limit":1}`)); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	waitFor(t, "the claim's COMMIT under way", func() bool {
-		var n int
-		_ = ddl.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()`).Scan(&n)
-		return n > 0
-	})
-	shutdown()
-	waitChan(t, served, "ListenAndServe to return")
+	_, s, drv, url, id := slowCommitAtShutdown(t)
 	s.Close() // as drover server does, then its driver's Close
 	_ = drv.Close()
 	c2, err := drover.NewClient(testdb.OpenURL(t, "postgres", url), nil)
