@@ -441,6 +441,17 @@ func (h *harness) wantErr(err, target error, what string) {
 }
 
 // rejected runs a call that must fail with target and change nothing on job id.
+// namingField checks that err, if a ValidationError, names field, and returns
+// err (for rejected, which checks its kind).
+func (h *harness) namingField(what, field string, err error) error {
+	h.t.Helper()
+	var ve *driver.ValidationError
+	if errors.As(err, &ve) && ve.Field != field {
+		h.t.Errorf("%s: refused naming %q, want %s", what, ve.Field, field)
+	}
+	return err
+}
+
 func (h *harness) rejected(id int64, target error, what string, call func() error) {
 	h.t.Helper()
 	before := h.snap(id)
