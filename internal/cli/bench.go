@@ -20,19 +20,21 @@ import (
 
 // benchResult is the output of drover bench; -o json prints exactly these fields.
 type benchResult struct {
-	Driver         string  `json:"driver"`
-	Jobs           int     `json:"jobs"`
-	Concurrency    int     `json:"concurrency"`
-	Rate           int     `json:"rate,omitempty"` // offered jobs/s; 0: all at once (burn-down)
-	Seconds        float64 `json:"seconds"`
-	JobsPerSecond  float64 `json:"jobs_per_second"`
-	EnqueueSeconds float64 `json:"enqueue_seconds"`
-	LatencyP50MS   float64 `json:"latency_p50_ms"`
-	LatencyP99MS   float64 `json:"latency_p99_ms"`
+	Driver          string  `json:"driver"`
+	Jobs            int     `json:"jobs"`
+	Concurrency     int     `json:"concurrency"`
+	ClaimBatch      int     `json:"claim_batch"`      // most jobs one claim took
+	CompletionBatch int     `json:"completion_batch"` // most completions one transaction wrote
+	Rate            int     `json:"rate,omitempty"`   // offered jobs/s; 0: all at once (burn-down)
+	Seconds         float64 `json:"seconds"`
+	JobsPerSecond   float64 `json:"jobs_per_second"`
+	EnqueueSeconds  float64 `json:"enqueue_seconds"`
+	LatencyP50MS    float64 `json:"latency_p50_ms"`
+	LatencyP99MS    float64 `json:"latency_p99_ms"`
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
-	var jobs, concurrency, batch, rate int
+	var jobs, concurrency, batch, rate, claimBatch, completionBatch int
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Enqueue N no-op jobs while a worker works them; print jobs/s and enqueue→start latency",
@@ -54,6 +56,12 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if rate < 0 {
 				return driver.Invalid("rate", "%d is negative", rate)
 			}
+			if claimBatch < 0 {
+				return driver.Invalid("claim-batch", "%d is negative (0: the default)", claimBatch)
+			}
+			if completionBatch < 0 || completionBatch > 10_000 {
+				return driver.Invalid("completion-batch", "%d, must be 0 (the default) to 10000", completionBatch)
+			}
 			if !cmd.Flags().Changed("database-url") && os.Getenv("DROVER_DATABASE_URL") == "" {
 				dir, err := os.MkdirTemp("", "drover-bench-")
 				if err != nil {
@@ -62,15 +70,16 @@ func newBenchCmd(g *globals) *cobra.Command {
 				defer os.RemoveAll(dir)
 				g.databaseURL = filepath.Join(dir, "bench.db")
 			}
-			res, err := g.bench(cmd.Context(), jobs, concurrency, batch, rate)
+			res, err := g.bench(cmd.Context(), benchParams{jobs: jobs, concurrency: concurrency, batch: batch, rate: rate,
+				claimBatch: claimBatch, completionBatch: completionBatch})
 			if err != nil {
 				return err
 			}
 			if g.output == "json" {
 				return g.json(res)
 			}
-			fmt.Fprintf(g.stdout, "driver:        %s\njobs:          %d (concurrency %d)\nseconds:       %.2f\njobs/s:        %.0f\nenqueue:       %.2fs\nlatency p50:   %.1f ms\nlatency p99:   %.1f ms\n",
-				res.Driver, res.Jobs, res.Concurrency, res.Seconds, res.JobsPerSecond, res.EnqueueSeconds, res.LatencyP50MS, res.LatencyP99MS)
+			fmt.Fprintf(g.stdout, "driver:        %s\njobs:          %d (concurrency %d, claims of up to %d, completions of up to %d)\nseconds:       %.2f\njobs/s:        %.0f\nenqueue:       %.2fs\nlatency p50:   %.1f ms\nlatency p99:   %.1f ms\n",
+				res.Driver, res.Jobs, res.Concurrency, res.ClaimBatch, res.CompletionBatch, res.Seconds, res.JobsPerSecond, res.EnqueueSeconds, res.LatencyP50MS, res.LatencyP99MS)
 			return nil
 		},
 	}
@@ -78,10 +87,27 @@ func newBenchCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&concurrency, "concurrency", 50, "jobs worked at once")
 	cmd.Flags().IntVar(&batch, "batch", 500, "jobs per enqueue statement")
 	cmd.Flags().IntVar(&rate, "rate", 0, "offer this many jobs/s (in 10ms ticks) instead of all at once, to measure latency below saturation")
+	cmd.Flags().IntVar(&claimBatch, "claim-batch", 0, "most jobs one claim takes (WorkerConfig.ClaimBatch; 0: the concurrency, at most 100)")
+	cmd.Flags().IntVar(&completionBatch, "completion-batch", 0, "most completions one transaction writes (WorkerConfig.CompletionBatch; 0: 100)")
 	return cmd
 }
 
-func (g *globals) bench(ctx context.Context, n, concurrency, batch, rate int) (*benchResult, error) {
+// benchParams are drover bench's flags.
+type benchParams struct {
+	jobs, concurrency, batch, rate int
+	claimBatch, completionBatch    int // 0: the worker's defaults
+}
+
+func (g *globals) bench(ctx context.Context, p benchParams) (*benchResult, error) {
+	n, concurrency, batch, rate := p.jobs, p.concurrency, p.batch, p.rate
+	claimBatch := p.claimBatch
+	if claimBatch == 0 {
+		claimBatch = min(concurrency, 100)
+	}
+	completionBatch := p.completionBatch
+	if completionBatch == 0 {
+		completionBatch = 100
+	}
 	c, drv, err := g.open(ctx, true)
 	if err != nil {
 		return nil, err
@@ -101,7 +127,7 @@ func (g *globals) bench(ctx context.Context, n, concurrency, batch, rate int) (*
 		return nil, nil
 	})
 	w, err := drover.NewWorker(c, &drover.WorkerConfig{
-		Queues: map[string]int{queue: concurrency}, Workers: workers, ClaimBatch: min(concurrency, 100),
+		Queues: map[string]int{queue: concurrency}, Workers: workers, ClaimBatch: claimBatch, CompletionBatch: completionBatch,
 		PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -133,7 +159,8 @@ func (g *globals) bench(ctx context.Context, n, concurrency, batch, rate int) (*
 		return float64(latencies[min(n-1, int(p*float64(n)))].Microseconds()) / 1000
 	}
 	return &benchResult{
-		Driver: drv.Name(), Jobs: n, Concurrency: concurrency, Rate: rate, Seconds: elapsed.Seconds(),
+		Driver: drv.Name(), Jobs: n, Concurrency: concurrency, ClaimBatch: min(claimBatch, concurrency),
+		CompletionBatch: completionBatch, Rate: rate, Seconds: elapsed.Seconds(),
 		JobsPerSecond: float64(n) / elapsed.Seconds(), EnqueueSeconds: enqueued.Seconds(),
 		LatencyP50MS: pct(0.50), LatencyP99MS: pct(0.99),
 	}, nil

@@ -207,7 +207,30 @@ func TestBench(t *testing.T) {
 			if res["jobs"] != 300.0 {
 				t.Errorf("bench jobs = %v, want 300", res["jobs"])
 			}
+			// The defaults, as the worker takes them: claims of the
+			// concurrency (at most 100), completions of 100.
+			if res["claim_batch"] != 8.0 || res["completion_batch"] != 100.0 {
+				t.Errorf("bench claim_batch, completion_batch = %v, %v; want 8, 100", res["claim_batch"], res["completion_batch"])
+			}
 		})
+	}
+}
+
+// The harness's knobs reach the worker: a claim batch above the concurrency is
+// bounded by it, as WorkerConfig.ClaimBatch is by the free slots.
+func TestBenchBatches(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := run(t, "--database-url", filepath.Join(t.TempDir(), "b.db"), "-o", "json", "bench",
+		"--jobs", "200", "--concurrency", "20", "--claim-batch", "50", "--completion-batch", "7")
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, stderr)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("bench -o json: %v: %q", err, stdout)
+	}
+	if res["jobs"] != 200.0 || res["claim_batch"] != 20.0 || res["completion_batch"] != 7.0 {
+		t.Errorf("bench jobs, claim_batch, completion_batch = %v, %v, %v; want 200, 20, 7", res["jobs"], res["claim_batch"], res["completion_batch"])
 	}
 }
 
@@ -249,6 +272,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"dlq", "list", "--queue", "a b"}, "invalid queue"},
 		{[]string{"dlq", "purge", "--queue", "a b"}, "invalid queue"},
 		{[]string{"dlq", "purge", "--queue", ""}, "invalid queue: must not be empty"},
+		{[]string{"bench", "--claim-batch", "-1"}, "invalid claim-batch: -1 is negative"},
+		{[]string{"bench", "--completion-batch", "10001"}, "invalid completion-batch: 10001, must be 0 (the default) to 10000"},
 	} {
 		code, _, stderr := run(t, append([]string{"--database-url", db}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "panic") {
