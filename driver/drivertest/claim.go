@@ -19,6 +19,7 @@ var claimTests = []suiteTest{
 	{"RunAtWithDatabaseClock", testRunAtDBClock},
 	{"Order", testClaimOrder},
 	{"LimitTakesTheFirst", testClaimLimit},
+	{"LimitAcrossPrioritiesPastFutureJobs", testClaimAcrossPriorities},
 	{"ByID", testClaimByID},
 	{"QueuesFilter", testClaimQueues},
 	{"QueuesMergedInClaimOrder", testClaimQueuesMerged},
@@ -149,6 +150,40 @@ func testClaimLimit(h *harness) {
 	p.Limit = 100
 	if rest := h.mustClaimN(p); len(rest) != len(want)-4 {
 		h.t.Errorf("claim of the rest took %d jobs, want %d", len(rest), len(want)-4)
+	}
+}
+
+// A claim's limit spans priorities in claim order, past the jobs each priority
+// holds for later (before, between and after its due ones by id), and past a
+// priority that holds only future jobs.
+func testClaimAcrossPriorities(h *harness) {
+	job := func(prio int, d time.Duration) int64 {
+		return h.mustEnqueue(func(p *driver.InsertParams) {
+			runAt := h.tm(d)
+			p.Priority, p.RunAt = prio, &runAt
+		}).ID
+	}
+	job(0, time.Hour)
+	p0b := job(0, 2*time.Second)
+	job(0, time.Hour)
+	p0a := job(0, time.Second)
+	job(0, 2*time.Hour)
+	p1 := job(1, 0)
+	job(2, time.Hour) // priority 2: nothing due
+	p5a := job(5, 0)
+	p5b := job(5, 0)
+	p := h.claimParams(time.Minute)
+	p.Limit = 4
+	if got, want := jobIDs(h.mustClaimN(p)), []int64{p0a, p0b, p1, p5a}; !slices.Equal(got, want) {
+		h.t.Errorf("claim of 4 took %v, want %v (priority, then run_at, then id; future jobs skipped)", got, want)
+	}
+	p.Limit = 10
+	if got, want := jobIDs(h.mustClaimN(p)), []int64{p5b}; !slices.Equal(got, want) {
+		h.t.Errorf("claim of the rest took %v, want %v", got, want)
+	}
+	ready, err := h.d.QueuesReady(h.ctx, h.at(time.Minute))
+	if err != nil || slices.Contains(ready, defaultQueue) {
+		h.t.Errorf("QueuesReady with only future jobs left = %v, %v; want no %q", ready, err, defaultQueue)
 	}
 }
 

@@ -78,3 +78,41 @@ func benchParams(n int) []driver.InsertParams {
 	}
 	return ps
 }
+
+// BenchmarkClaimPastScheduledJobs claims from a queue whose 100k jobs all wait
+// for a later run_at, and one due job at a later priority: what an idle
+// worker's poll and the reconciler's QueuesReady cost beside a schedule. Each
+// claim takes the due job, which a give-back returns.
+func BenchmarkClaimPastScheduledJobs(b *testing.B) {
+	d := openBench(b)
+	ctx := context.Background()
+	later := time.Now().Add(24 * time.Hour)
+	for n := 0; n < 100_000; n += 1000 {
+		ps := benchParams(1000)
+		for i := range ps {
+			ps[i].RunAt = &later
+		}
+		if _, err := d.JobInsertMany(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	due := benchParams(1)
+	due[0].Priority = 1
+	if _, err := d.JobInsertMany(ctx, due); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"default"}, Limit: 10, Owner: "w1", LeaseDuration: time.Minute})
+		if err != nil || len(jobs) != 1 {
+			b.Fatalf("claim = %d jobs, %v; want the one due", len(jobs), err)
+		}
+		j := jobs[0]
+		if _, err := d.JobUnclaim(ctx, driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken}); err != nil {
+			b.Fatal(err)
+		}
+		if ready, err := d.QueuesReady(ctx, nil); err != nil || len(ready) != 1 {
+			b.Fatalf("QueuesReady = %v, %v; want [default]", ready, err)
+		}
+	}
+}

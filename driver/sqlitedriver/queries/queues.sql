@@ -17,9 +17,11 @@ ORDER BY n.name, j.status;
 INSERT INTO drover_queues (name, paused, updated_at) VALUES (:name, :paused, :now)
 ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at;
 
--- name: QueuesReady
-SELECT DISTINCT j.queue FROM drover_jobs AS j
-WHERE j.status IN ('queued', 'stalled')
-  AND (j.status = 'stalled' OR j.run_at <= :now)
-  AND NOT EXISTS (SELECT 1 FROM drover_queues AS q WHERE q.name = j.queue AND q.paused = 1)
-ORDER BY j.queue;
+-- name: QueuesNextQueued
+-- The first queue after :after that holds a queued job: a probe of
+-- drover_jobs_claim_idx, whose key starts with the queue, past every entry of
+-- :after. QueuesReady walks the queues so, then asks each for one claimable
+-- job as a claim does: the DISTINCT over every queued job it replaced read the
+-- whole claim index once a second (a backlog of 1M jobs, or 1M scheduled for
+-- later, is 1M entries).
+SELECT min(queue) FROM drover_jobs WHERE status IN ('queued', 'stalled') AND queue > :after;
