@@ -108,7 +108,11 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 			o.err = fmt.Errorf("%w: %w", errShutdown, o.err)
 		}
 	case o.err != nil && errors.Is(cause, errHandlerTimeout):
-		o.err = fmt.Errorf("%v: %w", cause, o.err)
+		// A handler that returned the context's cause says so already
+		// ("job timed out after 1s: job timed out after 1s" before).
+		if !inChain(o.err, errHandlerTimeout) {
+			o.err = fmt.Errorf("%v: %w", cause, o.err)
+		}
 	}
 	w.report(log, job, h, fence, o, began, lease)
 }

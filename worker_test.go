@@ -324,6 +324,26 @@ func TestWorkerPanic(t *testing.T) {
 	})
 }
 
+// A handler that returns its context's cause after a timeout (the demo sleep
+// kind does) is recorded with the timeout said once.
+func TestWorkerTimeoutCauseSaidOnce(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "slow", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}, noBackoff)
+		startWorker(t, c, fastWorkerConfig(ws))
+
+		id := enqueue(t, c, "slow", nil, &drover.EnqueueOpts{Timeout: 100 * time.Millisecond, MaxAttempts: 1}).ID
+		j := waitStatus(t, c, id, drover.StatusFailed)
+		if want := "job timed out after 100ms"; j.Error != want {
+			t.Errorf("recorded error %q, want %q", j.Error, want)
+		}
+	})
+}
+
 func TestWorkerTimeout(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)

@@ -145,11 +145,12 @@ func CheckResult(raw json.RawMessage) error {
 // rejects \u0000, so both drivers refuse it alike).
 func validateObject(field string, raw json.RawMessage) error {
 	t := bytes.TrimSpace(raw)
+	if len(t) > 0 && !json.Valid(t) {
+		// Before the type: `notjson` is not JSON, not null.
+		return Invalid(field, "is not valid JSON")
+	}
 	if len(t) == 0 || t[0] != '{' {
 		return Invalid(field, "must be a JSON object, got %s", describeJSON(t))
-	}
-	if !json.Valid(t) {
-		return Invalid(field, "is not valid JSON")
 	}
 	// What PostgreSQL's jsonb cannot store (NUL, lone surrogates, invalid UTF-8,
 	// huge numbers) is refused on both drivers alike.

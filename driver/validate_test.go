@@ -201,3 +201,23 @@ func TestValidateInsertStorableOnBothDrivers(t *testing.T) {
 		t.Errorf("a surrogate pair and a large but storable number: %v, want accepted", err)
 	}
 }
+
+// Args that are not JSON are called so; JSON of another type is named by it.
+func TestArgsRefusalSaysWhatWasGiven(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{`notjson`, "is not valid JSON"}, // once read as null by its first letter
+		{`{"a":`, "is not valid JSON"},
+		{`null`, "must be a JSON object, got null"},
+		{`[1]`, "must be a JSON object, got an array"},
+		{`"x"`, "must be a JSON object, got a string"},
+		{`12`, "must be a JSON object, got a number"},
+	} {
+		p := validParams()
+		p.Args = json.RawMessage(tc.args)
+		err := driver.ValidateInsert(&p, driver.Limits{})
+		wantField(t, err, "args")
+		if err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("args %q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

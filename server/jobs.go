@@ -125,7 +125,7 @@ type jobList struct {
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
-	p, err := listParams(r)
+	p, err := listParams(r, true)
 	if err != nil {
 		return err
 	}
@@ -138,12 +138,12 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
-	p, err := listParams(r)
+	if _, ok := r.URL.Query()["status"]; ok {
+		return driver.Invalid("status", "the DLQ holds failed jobs only; leave status out")
+	}
+	p, err := listParams(r, false)
 	if err != nil {
 		return err
-	}
-	if len(p.Statuses) > 0 {
-		return driver.Invalid("status", "the DLQ holds failed jobs only; leave status out")
 	}
 	p.Statuses = []lifecycle.Status{lifecycle.StatusFailed}
 	jobs, err := s.client.List(r.Context(), p)
@@ -166,11 +166,16 @@ func page(jobs []*drover.Job, limit int) jobList {
 	return out
 }
 
-// listParams reads ?status=a,b&queue=&kind=&limit=&cursor=. status may also
-// be repeated (?status=a&status=b); the others are refused when repeated, as a
-// second value would otherwise be dropped without a word.
-func listParams(r *http.Request) (driver.ListParams, error) {
-	q, err := queryParams(r, []string{"status"}, "queue", "kind", "limit", "cursor")
+// listParams reads ?status=a,b&queue=&kind=&limit=&cursor= (without status
+// unless statuses). status may also be repeated (?status=a&status=b); the
+// others are refused when repeated, as a second value would otherwise be
+// dropped without a word.
+func listParams(r *http.Request, statuses bool) (driver.ListParams, error) {
+	var repeatable []string
+	if statuses {
+		repeatable = []string{"status"}
+	}
+	q, err := queryParams(r, repeatable, "queue", "kind", "limit", "cursor")
 	if err != nil {
 		return driver.ListParams{}, err
 	}

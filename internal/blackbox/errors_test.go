@@ -66,6 +66,10 @@ func testErrors(t *testing.T, s *server) {
 	c.wantError(404, "not_found", "POST", "/dlq/999999999/requeue", nil)
 	c.wantError(404, "not_found", "POST", "/internal/heartbeat", `{"task_id":999999999,"attempt":1,"lease_token":"x"}`)
 	c.wantError(404, "not_found", "GET", "/no/such/endpoint", nil)
+	// The DLQ's list names only the parameters it takes: status is refused there.
+	if msg := c.wantError(400, "invalid_argument", "GET", "/dlq?bogus=1", nil); !strings.Contains(msg, "queue, kind, limit, cursor") || strings.Contains(msg, "status") {
+		t.Errorf("GET /dlq?bogus=1: message %q, want the parameters it takes (queue, kind, limit, cursor) and not status", msg)
+	}
 	for _, m := range []struct{ method, path string }{
 		{"DELETE", "/jobs/1"}, {"GET", "/internal/task-claim"}, {"PUT", "/queues"}, {"PATCH", "/jobs"},
 	} {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/internal/chaos"
 )
 
@@ -25,6 +26,9 @@ func newChaosCmd(g *globals) *cobra.Command {
 			"phases that apply to one process on a SQLite file. Everything is removed on exit.",
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Jobs < 0 {
+				return driver.Invalid("jobs", "%d is negative (0: the profile's default)", cfg.Jobs)
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err

@@ -273,6 +273,13 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"dlq", "purge", "--queue", "a b"}, "invalid queue"},
 		{[]string{"dlq", "purge", "--queue", ""}, "invalid queue: must not be empty"},
 		{[]string{"bench", "--claim-batch", "-1"}, "invalid claim-batch: -1 is negative"},
+		{[]string{"worker", "--queues", "a,,b"}, `invalid queues: "a,,b" has an empty name`},
+		{[]string{"jobs", "enqueue", "a", "b"}, `drover jobs enqueue takes KIND only, got 2 arguments ["a" "b"]`},
+		{[]string{"jobs", "enqueue"}, "drover jobs enqueue needs KIND"},
+		{[]string{"chaos", "--jobs", "-1"}, "invalid jobs: -1 is negative"},
+		{[]string{"migrate", "status", "--server", "http://127.0.0.1:1"}, "invalid server: drover migrate status works on a database"},
+		{[]string{"--server", "http://127.0.0.1:1", "migrate", "up"}, "invalid server: drover migrate up works on a database"},
+		{[]string{"jobs", "enqueue", "echo", "--args", "notjson"}, "invalid args: is not valid JSON"},
 		{[]string{"bench", "--completion-batch", "10001"}, "invalid completion-batch: 10001, must be 0 (the default) to 10000"},
 	} {
 		code, _, stderr := run(t, append([]string{"--database-url", db}, tc.args...)...)
@@ -282,5 +289,19 @@ func TestBadInputExitsTwo(t *testing.T) {
 	}
 	if code, stdout, _ := run(t, "--database-url", db, "jobs"); code != 0 || !strings.Contains(stdout, "Available Commands") {
 		t.Errorf("drover jobs alone: exit %d, want its help and 0:\n%s", code, stdout)
+	}
+}
+
+// drover dev's hints name the database URL without its password.
+func TestHintURLHidesThePassword(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:s3cret@h:5432/db?sslmode=disable":     "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db?password=s3cret&sslmode=require": "postgres://u@h/db?password=xxxxx&sslmode=require",
+		"postgres://u@h/db": "postgres://u@h/db",
+		"./drover.db":       "./drover.db",
+	} {
+		if got := hintURL(in); got != want {
+			t.Errorf("hintURL(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -213,7 +213,10 @@ func exactArgs(n int, names string) cobra.PositionalArgs {
 			if n == 0 {
 				return fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, cmd.CommandPath(), args)
 			}
-			return fmt.Errorf("%w: %s needs %s", errUsage, cmd.CommandPath(), names)
+			if len(args) == 0 {
+				return fmt.Errorf("%w: %s needs %s", errUsage, cmd.CommandPath(), names)
+			}
+			return fmt.Errorf("%w: %s takes %s only, got %d arguments %q", errUsage, cmd.CommandPath(), names, len(args), args)
 		}
 		return nil
 	}

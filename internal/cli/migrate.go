@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
 )
 
 func newMigrateCmd(g *globals) *cobra.Command {
@@ -19,6 +20,9 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Apply all pending migrations",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := notThroughServer(cmd); err != nil {
+				return err
+			}
 			drv, err := drover.Open(cmd.Context(), g.databaseURL, g.logger())
 			if err != nil {
 				return err
@@ -43,6 +47,9 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Show the applied and available schema versions",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := notThroughServer(cmd); err != nil {
+				return err
+			}
 			// Status only looks: it does not create the SQLite file that opening
 			// a missing path would.
 			if path, ok := sqlitePath(g.databaseURL); ok {
@@ -103,4 +110,14 @@ func sqlitePath(url string) (string, bool) {
 		return "", false
 	}
 	return path, true
+}
+
+// notThroughServer refuses --server on a command that works on the database
+// itself: it would otherwise act on the local ./drover.db while the user meant
+// the server's database.
+func notThroughServer(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("server") {
+		return driver.Invalid("server", "%s works on a database (--database-url), not through a server", cmd.CommandPath())
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -79,6 +80,10 @@ func (n *nodeFlags) queueMap() (map[string]int, error) {
 	qs := splitList(n.queues)
 	if len(qs) == 0 {
 		return nil, driver.Invalid("queues", "no queue given")
+	}
+	if parts := strings.Split(n.queues, ","); len(parts) != len(qs) {
+		// "a,,b" or "a,": a name left out by mistake, not a queue to drop.
+		return nil, driver.Invalid("queues", "%q has an empty name", n.queues)
 	}
 	m := map[string]int{}
 	for _, q := range qs {
@@ -313,7 +318,7 @@ func newDevCmd(g *globals) *cobra.Command {
 					}
 					db := ""
 					if g.databaseURL != DefaultDatabaseURL {
-						db = " --database-url " + shellQuote(g.databaseURL)
+						db = " --database-url " + shellQuote(hintURL(g.databaseURL))
 					}
 					fmt.Fprintf(out, "\nIn another terminal:\n  drover%s jobs enqueue echo --args '{\"hello\":\"world\"}'\n  drover%s jobs list\n  drover%s dlq list\n", db, db, db)
 					fmt.Fprintf(out, "  curl -s -X POST %s/jobs -H 'Content-Type: application/json' -d '{\"kind\":\"echo\",\"args\":{\"hello\":\"http\"}}'\nPress Ctrl-C to stop.\n\n", addr)
@@ -350,4 +355,19 @@ func shellQuote(s string) string {
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
 	return s
+}
+
+// hintURL is a database URL to print in a hint: its password, if it has one,
+// is shown as xxxxx (the user types their own), so a terminal's scrollback or a
+// shared log does not keep it.
+func hintURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return raw // a SQLite path
+	}
+	if q := u.Query(); q.Has("password") { // pgx takes one here too
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
