@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/drover-dev/drover/driver"
 )
@@ -67,5 +68,35 @@ func BenchmarkInsertMany1000(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "µs/job")
 		})
+	}
+}
+
+// BenchmarkQueuesReadyPastScheduledJobs times the reconciler's QueuesReady
+// (once a second on the leader) for a queue of 200,000 jobs scheduled for
+// tomorrow and one due job at a later priority.
+func BenchmarkQueuesReadyPastScheduledJobs(b *testing.B) {
+	ctx := context.Background()
+	d := open(b)
+	later := time.Now().Add(24 * time.Hour)
+	for n := 0; n < 200_000; n += 1000 {
+		ps := make([]driver.InsertParams, 1000)
+		for i := range ps {
+			ps[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, RunAt: &later}
+		}
+		if _, err := d.JobInsertMany(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := d.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1, Priority: 1}}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := d.Pool().Exec(ctx, "VACUUM ANALYZE drover_ready"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if ready, err := d.QueuesReady(ctx, nil); err != nil || len(ready) != 1 {
+			b.Fatalf("QueuesReady = %v, %v; want [q]", ready, err)
+		}
 	}
 }
