@@ -392,11 +392,17 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
+	// lease_seconds, as a claim's answer has it, lets a worker whose clock
+	// differs from the database's time its next heartbeat without reading
+	// lease_expires_at against its own clock.
 	var expires *time.Time
+	var seconds *float64
 	if !res.LeaseExpiresAt.IsZero() {
 		expires = &res.LeaseExpiresAt
+		sec := s.cfg.LeaseDuration.Seconds()
+		seconds = &sec
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": expires, "cancel_requested": res.CancelRequested})
+	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": expires, "lease_seconds": seconds, "cancel_requested": res.CancelRequested})
 	return nil
 }
 

@@ -41,6 +41,7 @@ type task struct {
 	Attempt        int             `json:"attempt"`
 	LeaseToken     string          `json:"lease_token"`
 	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
+	LeaseSeconds   float64         `json:"lease_seconds"`
 	Kind           string          `json:"kind"`
 	Args           json.RawMessage `json:"args"`
 	TimeoutSeconds *float64        `json:"timeout_seconds"`
@@ -48,6 +49,7 @@ type task struct {
 
 type heartbeatAnswer struct {
 	LeaseExpiresAt  *time.Time `json:"lease_expires_at"`
+	LeaseSeconds    *float64   `json:"lease_seconds"`
 	CancelRequested bool       `json:"cancel_requested"`
 }
 

@@ -148,6 +148,9 @@ func testClaimHeartbeatComplete(t *testing.T, s *server) {
 	if hb.CancelRequested || hb.LeaseExpiresAt == nil || hb.LeaseExpiresAt.Before(tk.LeaseExpiresAt) {
 		t.Errorf("heartbeat = %+v, want the lease extended from %v, cancel_requested false", hb, tk.LeaseExpiresAt)
 	}
+	if hb.LeaseSeconds == nil || *hb.LeaseSeconds != tk.LeaseSeconds {
+		t.Errorf("heartbeat lease_seconds = %v, want the claim's %v", hb.LeaseSeconds, tk.LeaseSeconds)
+	}
 
 	var done job
 	r := c.want(200, "POST", "/internal/task-complete",
