@@ -14,7 +14,6 @@ import (
 	migratesqlite "github.com/golang-migrate/migrate/v4/database/sqlite"
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/google/uuid"
 
 	"github.com/drover-dev/drover/driver"
 )
@@ -22,105 +21,137 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-const (
-	// migrateLockLease bounds how long a migrator that died holding the lock
-	// blocks the others. Generous: a slow migration must not lose the lock.
-	migrateLockLease = 10 * time.Minute
-	// migrateLockWait bounds how long MigrateUp waits for another migrator.
-	migrateLockWait = 2 * time.Minute
-	migrateLockPoll = 50 * time.Millisecond
-)
+// migrateWait bounds how long MigrateUp waits for another migrator's
+// transaction (each wait at BEGIN lasts busy_timeout, then is tried again).
+const migrateWait = 2 * time.Minute
 
 // MigrateUp applies all pending migrations. It is safe to call concurrently from
-// several goroutines or processes on the same file: a lock row serialises them
-// and the later ones find nothing to do.
+// several goroutines or processes on the same file.
 //
-// A file already at this build's version is left alone without taking the
-// lock: every command and every process start migrates, and a lock row left by
-// a process killed while holding it (its lease is long, for slow migrations)
-// held up every start behind it for minutes, where nothing was to be done.
+// Every pending migration, with the version row that records it, runs in one
+// write transaction, which reads the version inside it: SQLite's own write
+// lock serialises migrators, a later one finds the work done, and a migrator
+// killed part-way leaves the file as it found it, its lock gone with its
+// process. (Earlier versions took a lease row first, and one killed while it
+// held the row held up every process on the file, each start included, for the
+// lease's ten minutes; their lock table is left alone, for them.)
+//
+// A file already at this build's version is left alone without a write
+// transaction: every command and every process start migrates.
 func (d *Driver) MigrateUp(ctx context.Context) error {
 	if st, err := d.MigrateStatus(ctx); err == nil && !st.Dirty && st.Current > 0 && st.Current == st.Latest() {
 		return nil
 	}
-	release, err := d.migrateLock(ctx)
+	src, err := iofs.New(migrationFS, "migrations")
 	if err != nil {
-		return err
-	}
-	defer release()
-
-	m, src, err := d.migrator()
-	if err != nil {
-		return err
-	}
-	// m.Close would close d.write through the database driver; close the source only.
-	defer src.Close()
-	before, dirty, err := m.Version()
-	switch {
-	case errors.Is(err, migrate.ErrNilVersion):
-		before = 0
-	case err != nil:
 		return fmt.Errorf("migrate sqlite: %w", err)
-	case dirty:
-		return fmt.Errorf("migrate sqlite: %w", migrate.ErrDirty{Version: int(before)})
 	}
+	defer src.Close()
 	versions, err := available(src)
 	if err != nil {
 		return fmt.Errorf("migrate sqlite: %w", err)
 	}
-	if err := (driver.MigrationStatus{Current: before, Available: versions}).CheckNotAhead(); err != nil {
-		return fmt.Errorf("migrate sqlite: %w", err)
-	}
-	after, err := d.up(ctx, src, before, versions)
-	if after != before {
-		d.logger.Info("sqlite schema migrated", "from", before, "to", after)
-	}
-	if err != nil {
-		return fmt.Errorf("migrate sqlite: %w", err)
-	}
-	return nil
-}
-
-// up applies the migrations past the current version, each in one transaction
-// with the version row that records it. golang-migrate's Up marks the version
-// dirty, runs the migration and clears the mark in three transactions, so a
-// process killed between them (every command migrates) left a dirty schema
-// that every process then refused, with no way back but editing the file;
-// here a kill leaves the file at the version before or after. Down
-// migrations and the version table stay golang-migrate's. It returns the
-// version the file is at.
-func (d *Driver) up(ctx context.Context, src source.Driver, current uint, versions []uint) (uint, error) {
+	bodies := make(map[uint]string, len(versions))
 	for _, v := range versions {
-		if v <= current {
-			continue
-		}
 		r, _, err := src.ReadUp(v)
 		if err != nil {
-			return current, fmt.Errorf("read migration %d: %w", v, err)
+			return fmt.Errorf("migrate sqlite: read migration %d: %w", v, err)
 		}
 		body, err := io.ReadAll(r)
 		r.Close()
 		if err != nil {
-			return current, fmt.Errorf("read migration %d: %w", v, err)
+			return fmt.Errorf("migrate sqlite: read migration %d: %w", v, err)
 		}
-		err = d.inTx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %d: %w", v, err)
-			}
-			if _, err := tx.ExecContext(ctx, "DELETE FROM schema_migrations"); err != nil {
-				return fmt.Errorf("migration %d: record the version: %w", v, err)
-			}
-			if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, dirty) VALUES (?, 0)", int64(v)); err != nil {
-				return fmt.Errorf("migration %d: record the version: %w", v, err)
-			}
-			return nil
-		})
-		if err != nil {
-			return current, err
-		}
-		current = v
+		bodies[v] = string(body)
 	}
-	return current, nil
+	before, after, err := d.up(ctx, versions, bodies)
+	if err != nil {
+		return fmt.Errorf("migrate sqlite: %w", err)
+	}
+	if after != before {
+		d.logger.Info("sqlite schema migrated", "from", before, "to", after)
+	}
+	return nil
+}
+
+// up applies, in one transaction, the migrations past the version the
+// transaction reads, and records the last. golang-migrate's Up marks the
+// version dirty, runs a migration and clears the mark in three transactions,
+// so a process killed between them (every command migrates) left a dirty
+// schema that every process then refused; here a kill leaves the file at the
+// version before. Down migrations and the version table stay golang-migrate's.
+func (d *Driver) up(ctx context.Context, versions []uint, bodies map[uint]string) (before, after uint, err error) {
+	tx, err := d.beginMigration(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = tx.Rollback() }() // after a commit, a no-op
+	// golang-migrate's version table, as it creates it.
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version uint64,dirty bool);
+		CREATE UNIQUE INDEX IF NOT EXISTS version_unique ON schema_migrations (version);`); err != nil {
+		return 0, 0, fmt.Errorf("create the version table: %w", err)
+	}
+	var version int64
+	var dirty bool
+	switch err := tx.QueryRowContext(ctx, queries.Get("MigrateVersion")).Scan(&version, &dirty); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return 0, 0, fmt.Errorf("read the version: %w", err)
+	case dirty:
+		return 0, 0, migrate.ErrDirty{Version: int(version)}
+	}
+	if version > 0 {
+		before = uint(version)
+	}
+	if err := (driver.MigrationStatus{Current: before, Available: versions}).CheckNotAhead(); err != nil {
+		return before, before, err
+	}
+	after = before
+	for _, v := range versions {
+		if v <= before {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, bodies[v]); err != nil {
+			return before, before, fmt.Errorf("migration %d: %w", v, err)
+		}
+		after = v
+	}
+	if after == before {
+		return before, after, nil // another migrator did it
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM schema_migrations"); err != nil {
+		return before, before, fmt.Errorf("record version %d: %w", after, err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, dirty) VALUES (?, 0)", int64(after)); err != nil {
+		return before, before, fmt.Errorf("record version %d: %w", after, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return before, before, fmt.Errorf("commit migrations %d to %d: %w", before+1, after, err)
+	}
+	return before, after, nil
+}
+
+// beginMigration begins the migrations' write transaction (IMMEDIATE), trying
+// again while another writer holds the file past busy_timeout, for up to
+// migrateWait: another process's migration, say, of a large table.
+func (d *Driver) beginMigration(ctx context.Context) (*sql.Tx, error) {
+	deadline := time.Now().Add(migrateWait)
+	for {
+		tx, err := d.write.BeginTx(ctx, nil)
+		if err == nil {
+			return tx, nil
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		d.logger.Info("sqlite migrate: another writer holds the file; waiting", "err", err)
+	}
+}
+
+// isBusy reports SQLite's "database is locked" (SQLITE_BUSY, also extended).
+func isBusy(err error) bool {
+	var se interface{ Code() int }
+	return errors.As(err, &se) && se.Code()&0xff == 5
 }
 
 // MigrateStatus reports the applied version, whether a migration failed half-way,
@@ -188,46 +219,6 @@ func available(src source.Driver) ([]uint, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// migrateLock takes the migration lease row, waiting for another holder to
-// release it or for its lease to expire, and returns the release function.
-func (d *Driver) migrateLock(ctx context.Context) (func(), error) {
-	if _, err := d.write.ExecContext(ctx, queries.Get("MigrateLockCreate")); err != nil {
-		return nil, fmt.Errorf("migrate sqlite: create lock table: %w", err)
-	}
-	holder := uuid.NewString()
-	ctx, cancel := context.WithTimeout(ctx, migrateLockWait)
-	defer cancel()
-	tick := time.NewTicker(migrateLockPoll)
-	defer tick.Stop()
-	for {
-		now := time.Now()
-		var got string
-		err := d.write.QueryRowContext(ctx, queries.Get("MigrateLockAcquire"),
-			sql.Named("holder", holder),
-			sql.Named("now", micros(now)),
-			sql.Named("expires_at", micros(now.Add(migrateLockLease))),
-		).Scan(&got)
-		switch {
-		case err == nil && got == holder:
-			return func() {
-				// The caller's ctx may be done; the release must still happen.
-				rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if _, err := d.write.ExecContext(rctx, queries.Get("MigrateLockRelease"), sql.Named("holder", holder)); err != nil {
-					d.logger.Warn("sqlite migrate lock not released; it expires on its own", "err", err)
-				}
-			}, nil
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("migrate sqlite: take lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("migrate sqlite: waiting for another migrator: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // migrateLogger routes golang-migrate's messages to the driver's logger.

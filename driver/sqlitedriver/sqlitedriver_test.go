@@ -316,16 +316,18 @@ func TestInsertManyDuplicateKeysInBatch(t *testing.T) {
 	}
 }
 
-// A file at this build's version is not migrated again, and so does not wait
-// for the migration lock: a process killed while it held the lock (every
-// command migrates) left a row that made every start behind it wait two
-// minutes and fail, for up to the lock's ten-minute lease (helper-34's F1b).
-func TestMigrateUpToDateIgnoresALeftLock(t *testing.T) {
+// A lock row that a migrator of an earlier version left when it was killed
+// (it held every process on the file for its ten-minute lease) holds up
+// nothing: an up-to-date file is left alone, and one a version behind is
+// migrated at once (helper-34's F1b, then helper-2's: a migrator killed
+// part-way).
+func TestMigrateIgnoresALeftLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := openTest(t)
-	// The row a killed migrator leaves: held by someone else, far from expiry.
-	if _, err := d.write.ExecContext(ctx, "INSERT INTO drover_migrate_lock (name, holder, expires_at) VALUES ('migrate', 'killed', ?)",
+	// The table and row a killed migrator of an earlier version leaves.
+	if _, err := d.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS drover_migrate_lock (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL);
+		INSERT INTO drover_migrate_lock (name, holder, expires_at) VALUES ('migrate', 'killed', ?)`,
 		time.Now().Add(10*time.Minute).UnixMicro()); err != nil {
 		t.Fatal(err)
 	}
@@ -333,6 +335,56 @@ func TestMigrateUpToDateIgnoresALeftLock(t *testing.T) {
 	defer cancel()
 	if err := d.MigrateUp(short); err != nil {
 		t.Fatalf("MigrateUp of an up-to-date file with a left lock row: %v, want nil at once", err)
+	}
+	st, err := d.MigrateStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, src, err := d.migrator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Steps(-1)
+	src.Close()
+	if err != nil {
+		t.Fatalf("one step down: %v", err)
+	}
+	if err := d.MigrateUp(short); err != nil {
+		t.Fatalf("MigrateUp of a file a version behind, with a left lock row: %v, want it migrated at once", err)
+	}
+	if got, err := d.MigrateStatus(ctx); err != nil || got.Dirty || got.Current != st.Latest() {
+		t.Fatalf("after MigrateUp: %+v, %v; want version %d, clean", got, err, st.Latest())
+	}
+}
+
+// Migrators on one file, in one process or several, run one after another:
+// each file ends at the latest version, clean, whoever applied what.
+func TestConcurrentMigrateUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "drover.db")
+	const n = 6
+	drivers := make([]*Driver, n)
+	for i := range drivers {
+		d, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		drivers[i] = d
+	}
+	errs := make(chan error, n)
+	for _, d := range drivers {
+		go func() { errs <- d.MigrateUp(ctx) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("MigrateUp: %v", err)
+		}
+	}
+	st, err := drivers[0].MigrateStatus(ctx)
+	if err != nil || st.Dirty || st.Current != st.Latest() {
+		t.Fatalf("after %d concurrent MigrateUps: %+v, %v; want the latest version, clean", n, st, err)
 	}
 }
 
