@@ -145,6 +145,11 @@ func (d *Driver) beginMigration(ctx context.Context) (*sql.Tx, error) {
 			return nil, fmt.Errorf("begin: %w", err)
 		}
 		d.logger.Info("sqlite migrate: another writer holds the file; waiting", "err", err)
+		select { // BEGIN waited busy_timeout already; a pause in case it did not
+		case <-ctx.Done():
+			return nil, fmt.Errorf("begin: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
