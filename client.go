@@ -92,6 +92,11 @@ func (c *Client) Enqueue(ctx context.Context, kind string, args any, opts *Enque
 
 // EnqueueMany adds jobs in one transaction and one statement. Nothing is added if
 // any job is invalid.
+//
+// On SQLite the transaction holds the file's one writer for the whole batch
+// (~14 µs a job): other processes' writes wait for it, and fail after their
+// busy timeout of 10 s (a million jobs took 14 s). Keep batches to tens of
+// thousands there, or enqueue a larger set in several calls.
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]EnqueueResult, error) {
 	ips, err := c.prepare(params)
 	if err != nil {
