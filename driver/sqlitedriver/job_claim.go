@@ -204,37 +204,11 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, now 
 }
 
 // queueCandidates returns up to limit claimable jobs of queue in claim order
-// (priority, run_at, id): a priority at a time, each a range of the claim index
-// that stops at now (ClaimCandidatesAtPriority says why), the next priority
-// found by a probe (ClaimNextPriority). None if the queue is paused.
+// (priority, run_at, id), a priority at a time (ClaimCandidatesInQueue says
+// why). None if the queue is paused.
 func queueCandidates(ctx context.Context, q querier, queue string, now time.Time, limit int) ([]candidate, error) {
-	var paused int
-	switch err := q.QueryRowContext(ctx, queries.Get("ClaimQueuePaused"), sql.Named("queue", queue)).Scan(&paused); {
-	case err == nil:
-		return nil, nil
-	case err != sql.ErrNoRows:
-		return nil, fmt.Errorf("claim: is queue %q paused: %w", queue, err)
-	}
-	var cs []candidate
-	after := int64(-1) // priorities are never negative
-	for len(cs) < limit {
-		var next sql.NullInt64
-		if err := q.QueryRowContext(ctx, queries.Get("ClaimNextPriority"),
-			sql.Named("queue", queue), sql.Named("after", after)).Scan(&next); err != nil {
-			return nil, fmt.Errorf("claim: next priority of queue %q: %w", queue, err)
-		}
-		if !next.Valid {
-			break
-		}
-		at, err := scanCandidates(ctx, q, queries.Get("ClaimCandidatesAtPriority"), sql.Named("queue", queue),
-			sql.Named("priority", next.Int64), sql.Named("now", micros(now)), sql.Named("limit", limit-len(cs)))
-		if err != nil {
-			return nil, err
-		}
-		cs = append(cs, at...)
-		after = next.Int64
-	}
-	return cs, nil
+	return scanCandidates(ctx, q, queries.Get("ClaimCandidatesInQueue"),
+		sql.Named("queue", queue), sql.Named("now", micros(now)), sql.Named("limit", limit))
 }
 
 func scanCandidates(ctx context.Context, q querier, query string, args ...any) ([]candidate, error) {

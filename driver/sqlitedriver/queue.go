@@ -71,26 +71,23 @@ func (d *Driver) setPaused(ctx context.Context, name string, paused bool) error 
 }
 
 // QueuesReady returns the unpaused queues that have claimable jobs at now
-// (the process clock when nil), sorted. It reads with several statements, not
-// one snapshot: its answer only steers wake-ups, and the claim decides.
+// (the process clock when nil), sorted.
 func (d *Driver) QueuesReady(ctx context.Context, now *time.Time) ([]string, error) {
-	at := clock(now)
-	out := []string{}
-	for after := ""; ; { // queue names are never empty
-		var queue sql.NullString
-		if err := d.read.QueryRowContext(ctx, queries.Get("QueuesNextQueued"), sql.Named("after", after)).Scan(&queue); err != nil {
-			return nil, fmt.Errorf("ready queues: %w", err)
-		}
-		if !queue.Valid {
-			return out, nil
-		}
-		cs, err := queueCandidates(ctx, d.read, queue.String, at, 1)
-		if err != nil {
-			return nil, fmt.Errorf("ready queues: %w", err)
-		}
-		if len(cs) > 0 {
-			out = append(out, queue.String)
-		}
-		after = queue.String
+	rows, err := d.read.QueryContext(ctx, queries.Get("QueuesReady"), sql.Named("now", micros(clock(now))))
+	if err != nil {
+		return nil, fmt.Errorf("ready queues: %w", err)
 	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			return nil, fmt.Errorf("ready queues: %w", err)
+		}
+		out = append(out, q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ready queues: %w", err)
+	}
+	return out, nil
 }

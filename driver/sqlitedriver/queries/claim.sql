@@ -1,30 +1,47 @@
 -- Claiming. SQLite has one writer and claims run in BEGIN IMMEDIATE transactions,
 -- so selecting candidates and then updating them cannot race another claimer.
 
--- name: ClaimQueuePaused
--- A paused queue answers no candidates (JobClaim asks once per queue).
-SELECT 1 FROM drover_queues WHERE name = :queue AND paused = 1;
-
--- name: ClaimNextPriority
--- The queue's smallest priority above :after that has a queued job, found as
--- the first entry of drover_jobs_claim_idx (queue, priority, run_at, id) past
--- (queue, :after): a probe, not a scan. NULL when there is none.
-SELECT min(priority) FROM drover_jobs
-WHERE queue = :queue AND status IN ('queued', 'stalled') AND priority > :after;
-
--- name: ClaimCandidatesAtPriority
--- One priority of one queue, in claim order: a range of the claim index that
--- ends at run_at = :now, so jobs waiting for a later run_at are never read.
--- (One statement over every priority, "ORDER BY priority, run_at, id" with
--- run_at <= :now, had to walk past every future job of a priority to reach the
--- next: a claim of an idle queue holding 200k jobs scheduled for later read all
--- 200k index entries, 28 ms in native SQLite, on every poll.) A stalled job
--- needs no case of its own: the reaper requeues it at now in the transaction
--- that stalls it, so none is ever committed, and its run_at is that of a past
--- claim anyway.
-SELECT id, status, priority, run_at FROM drover_jobs
-WHERE queue = :queue AND priority = :priority AND status IN ('queued', 'stalled') AND run_at <= :now
-ORDER BY run_at, id
+-- name: ClaimCandidatesInQueue
+-- Up to :limit claimable jobs of one queue, in claim order (priority, run_at,
+-- id). One range over every priority, ORDER BY priority, run_at, id with
+-- run_at <= :now, walks past every future job of a priority to reach the next:
+-- a claim of an idle queue beside 200k jobs scheduled for later read all 200k
+-- entries of drover_jobs_claim_idx (queue, priority, run_at, id) on every poll.
+-- So the first 16 priorities that hold queued jobs are taken one at a time
+-- (ps: each found by a probe of the index past the last), each a range that
+-- ends at run_at = :now; CROSS JOIN keeps ps the outer loop, so the rows come in
+-- claim order and the LIMIT stops the walk. Past the 16th priority, one range
+-- over the rest, as before: a probe costs some ten entries' reading, and a
+-- queue of thousands of priorities of one job each made a walk of them all ten
+-- times the range's cost. Each arm answers at most :limit rows; the last sort
+-- is over those.
+-- A stalled job needs no case of its own: the reaper requeues it at now in the
+-- transaction that stalls it, so none is ever committed, and its run_at is that
+-- of a past claim anyway.
+WITH RECURSIVE ps(p, n) AS (
+    SELECT min(priority), 1 FROM drover_jobs WHERE queue = :queue AND status IN ('queued', 'stalled')
+    UNION ALL
+    SELECT (SELECT min(priority) FROM drover_jobs
+            WHERE queue = :queue AND status IN ('queued', 'stalled') AND priority > ps.p), ps.n + 1
+    FROM ps WHERE ps.p IS NOT NULL AND ps.n < 16
+)
+SELECT id, status, priority, run_at FROM (
+    SELECT * FROM (
+        SELECT j.id, j.status, j.priority, j.run_at
+        FROM ps CROSS JOIN drover_jobs AS j
+        WHERE ps.p IS NOT NULL
+          AND j.queue = :queue AND j.priority = ps.p AND j.status IN ('queued', 'stalled') AND j.run_at <= :now
+        LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT j.id, j.status, j.priority, j.run_at FROM drover_jobs AS j
+        WHERE j.queue = :queue AND j.status IN ('queued', 'stalled') AND j.run_at <= :now
+          AND j.priority > (SELECT p FROM ps WHERE n = 16)
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT :limit)
+)
+WHERE NOT EXISTS (SELECT 1 FROM drover_queues AS q WHERE q.name = :queue AND q.paused = 1)
+ORDER BY priority, run_at, id
 LIMIT :limit;
 
 -- name: ClaimCandidateByID
