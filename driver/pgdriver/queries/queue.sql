@@ -10,15 +10,18 @@ ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED
 
 -- name: QueuesReady
 -- A skip scan over drover_ready: one probe per queue that has queued jobs, then
--- one probe per priority of that queue, instead of reading every ready row (the
--- reconciler runs this every second, also under a backlog of millions). Within a
--- priority the key ascends by run_at, so the priority's first entry tells
--- whether any of its jobs is due; the probes stop at the first that is. (One
--- range over the queue's key with run_at <= now read every job a priority held
--- for later before it reached the next priority: 16 ms a second beside 200k
--- jobs scheduled for tomorrow.) The probes start at the entry the queue's probe
--- found: the entries before it are of rows claimed since VACUUM last ran,
--- thousands of index pages under load, and are read once, not twice.
+-- one probe per priority of that queue, for its first four priorities, instead
+-- of reading every ready row (the reconciler runs this every second, also under
+-- a backlog of millions). Within a priority the key ascends by run_at, so the
+-- priority's first entry tells whether any of its jobs is due; the probes stop
+-- at the first that is. (One range over the queue's key with run_at <= now read
+-- every job a priority held for later before it reached the next priority: 16
+-- ms a second beside 200k jobs scheduled for tomorrow.) Past the fourth
+-- priority, one such range over the rest: a probe for each of thousands of
+-- priorities of a job each cost more than reading them (helper-3). The probes
+-- start at the entry the queue's probe found: the entries before it are of rows
+-- claimed since VACUUM last ran, thousands of index pages under load, and are
+-- read once, not twice.
 WITH RECURSIVE qs(queue, p, r, i) AS (
     (SELECT queue, priority, run_at, id FROM drover_ready
      ORDER BY queue, priority, run_at, id LIMIT 1)
@@ -32,16 +35,20 @@ SELECT qs.queue FROM qs
 WHERE qs.queue IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM drover_queues q WHERE q.name = qs.queue AND q.paused)
   AND EXISTS (
-      WITH RECURSIVE ps(p, r) AS (
-          SELECT qs.p, qs.r
+      WITH RECURSIVE ps(p, r, n) AS (
+          SELECT qs.p, qs.r, 1
           UNION ALL
-          SELECT n.priority, n.run_at FROM ps CROSS JOIN LATERAL (
+          SELECT n.priority, n.run_at, ps.n + 1 FROM ps CROSS JOIN LATERAL (
               SELECT r.priority, r.run_at FROM drover_ready r
               WHERE r.queue = qs.queue AND r.priority > ps.p
               ORDER BY r.priority, r.run_at, r.id LIMIT 1) n
-          WHERE ps.r > coalesce($1::timestamptz, now())
+          WHERE ps.r > coalesce($1::timestamptz, now()) AND ps.n < 4
       )
-      SELECT 1 FROM ps WHERE ps.r <= coalesce($1::timestamptz, now()))
+      SELECT 1 FROM ps
+      WHERE ps.r <= coalesce($1::timestamptz, now())
+         OR ps.n = 4 AND EXISTS (SELECT 1 FROM drover_ready r
+                                 WHERE r.queue = qs.queue AND r.priority > ps.p
+                                   AND r.run_at <= coalesce($1::timestamptz, now())))
 ORDER BY qs.queue;
 
 -- name: WakeupPublish
