@@ -66,8 +66,11 @@ type Driver interface {
 	JobEvents(ctx context.Context, id int64) ([]lifecycle.Event, error)
 
 	// JobClaim moves up to Limit claimable jobs to claimed under a fresh lease:
-	// queued jobs with run_at <= now, and stalled jobs, in unpaused Queues, ordered by
-	// priority, run_at, id; or, when ID is set, that one job if it is claimable. Each
+	// queued jobs with run_at <= now, and stalled jobs (whose run_at is that of a
+	// past claim, and which both drivers' reapers requeue in the transaction that
+	// stalls them, so claims by queue need not look for one with a later run_at),
+	// in unpaused Queues, ordered by priority, run_at, id; or, when ID is set, that
+	// one job if it is claimable. Each
 	// gets attempt+1, a new random lease_token, owner = Owner and lease_expires_at =
 	// now + LeaseDuration. Concurrent claimers never receive the same job.
 	JobClaim(ctx context.Context, params ClaimParams) ([]*Job, error)
