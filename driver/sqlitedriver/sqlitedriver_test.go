@@ -340,15 +340,7 @@ func TestMigrateIgnoresALeftLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, src, err := d.migrator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = m.Steps(-1)
-	src.Close()
-	if err != nil {
-		t.Fatalf("one step down: %v", err)
-	}
+	stepDown(t, d)
 	if err := d.MigrateUp(short); err != nil {
 		t.Fatalf("MigrateUp of a file a version behind, with a left lock row: %v, want it migrated at once", err)
 	}
@@ -451,15 +443,7 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	latest := st.Latest()
-	m, src, err := d.migrator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = m.Steps(-1)
-	src.Close()
-	if err != nil {
-		t.Fatalf("one step down: %v", err)
-	}
+	stepDown(t, d)
 	// An object of the name the last migration creates makes it fail.
 	if _, err := d.write.ExecContext(ctx, "CREATE TABLE drover_claim_requests (x)"); err != nil {
 		t.Fatal(err)
@@ -478,5 +462,19 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	}
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest {
 		t.Fatalf("after the retried migration: %+v, %v; want version %d, clean", st, err, latest)
+	}
+}
+
+// stepDown undoes the file's last migration, through golang-migrate's down step.
+func stepDown(t *testing.T, d *Driver) {
+	t.Helper()
+	m, src, err := d.migrator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Steps(-1)
+	src.Close()
+	if err != nil {
+		t.Fatalf("one step down: %v", err)
 	}
 }
