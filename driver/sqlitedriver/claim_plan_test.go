@@ -30,6 +30,11 @@ func TestClaimPlansAreIndexRanges(t *testing.T) {
 			"SEARCH drover_jobs USING INDEX drover_jobs_claim_idx (queue=? AND priority>?)",
 			"SEARCH j USING INDEX drover_jobs_claim_idx (queue=? AND priority=? AND run_at<?)",
 		}},
+		// Retention's read: its finished_at < :before implies the finished
+		// index's WHERE finished_at IS NOT NULL (migration 008).
+		{"FinishedBefore", []any{sql.Named("before", 1), sql.Named("limit", 10)}, []string{
+			"SEARCH drover_jobs USING INDEX drover_jobs_finished_idx (finished_at<?)",
+		}},
 	} {
 		rows, err := d.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+queries.Get(tc.query), tc.args...)
 		if err != nil {

@@ -445,7 +445,7 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	latest := st.Latest()
 	stepDown(t, d)
 	// An object of the name the last migration creates makes it fail.
-	if _, err := d.write.ExecContext(ctx, "CREATE TABLE drover_claim_requests (x)"); err != nil {
+	if _, err := d.write.ExecContext(ctx, "CREATE TABLE drover_jobs_new (x)"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err == nil {
@@ -454,7 +454,7 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
 		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
 	}
-	if _, err := d.write.ExecContext(ctx, "DROP TABLE drover_claim_requests"); err != nil {
+	if _, err := d.write.ExecContext(ctx, "DROP TABLE drover_jobs_new"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err != nil {

@@ -1,0 +1,191 @@
+package sqlitedriver
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// Migration 008 rebuilds drover_jobs to rewrite its status CHECK, and remakes
+// the finished index. Up and down keep every row as it was, the AUTOINCREMENT
+// counter past a deleted last job (an id is never handed out twice), and the
+// indexes.
+func TestMigration008KeepsRowsAndCounter(t *testing.T) {
+	f := newFixture(t) // runs in parallel
+	ctx := f.ctx
+	stepDown(t, f.d) // to 007: the list forms
+	if s := tableSQL(t, f.d); !strings.Contains(s, "status IN ('pending','queued'") {
+		t.Fatalf("at 007 drover_jobs is %s; want the IN list", s)
+	}
+	for range 6 {
+		f.enqueue(nil)
+	}
+	jobs := f.claim(driver.ClaimParams{Limit: 3, Start: true})
+	if len(jobs) != 3 {
+		t.Fatalf("claimed %d, want 3", len(jobs))
+	}
+	if _, err := f.d.JobComplete(ctx, driver.CompleteParams{FenceParams: fp(jobs[0], f.at(time.Second)), Result: []byte(`{"ok":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.d.JobFail(ctx, driver.FailParams{FenceParams: fp(jobs[1], f.at(time.Second)), Error: "boom", Permanent: true}); err != nil {
+		t.Fatal(err)
+	}
+	last := f.enqueue(nil).ID
+	if _, err := f.d.write.ExecContext(ctx, "DELETE FROM drover_jobs WHERE id = ?", last); err != nil {
+		t.Fatal(err)
+	}
+	rows, seq := jobRows(t, f.d), sequence(t, f.d)
+	if seq != last {
+		t.Fatalf("sqlite_sequence = %d, want the deleted last id %d", seq, last)
+	}
+
+	if err := f.d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := tableSQL(t, f.d); strings.Contains(s, "status IN ('pending'") || !strings.Contains(s, "status = 'queued' OR status = 'running'") {
+		t.Fatalf("at 008 drover_jobs is %s; want the comparison chain", s)
+	}
+	same(t, "after 008 up", jobRows(t, f.d), rows, sequence(t, f.d), seq)
+	wantIndexes(t, f.d, "drover_jobs_finished_idx ON drover_jobs (finished_at) WHERE finished_at IS NOT NULL")
+
+	stepDown(t, f.d)
+	if s := tableSQL(t, f.d); !strings.Contains(s, "status IN ('pending','queued'") {
+		t.Fatalf("after 008 down drover_jobs is %s; want the IN list", s)
+	}
+	same(t, "after 008 down", jobRows(t, f.d), rows, sequence(t, f.d), seq)
+	wantIndexes(t, f.d, "drover_jobs_finished_idx ON drover_jobs (finished_at) WHERE status IN ('succeeded','failed','canceled','skipped')")
+
+	if err := f.d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if id := f.enqueue(nil).ID; id <= last {
+		t.Fatalf("a job enqueued after the rebuilds has id %d; want past the deleted %d", id, last)
+	}
+}
+
+// The rewritten CHECK admits exactly the statuses the lifecycle knows.
+func TestStatusCheckAdmitsTheLifecycleStatuses(t *testing.T) {
+	f := newFixture(t) // runs in parallel
+	id := f.enqueue(nil).ID
+	set := func(s string) error {
+		tx, err := f.d.write.BeginTx(f.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		// The other CHECKs ask for a lease, a result or an error with some statuses.
+		_, err = tx.ExecContext(f.ctx, `UPDATE drover_jobs SET status = :s,
+			owner = CASE WHEN :s IN ('claimed','running') THEN 'w' END,
+			lease_token = CASE WHEN :s IN ('claimed','running') THEN 't' END,
+			lease_expires_at = CASE WHEN :s IN ('claimed','running') THEN 1 END,
+			result = CASE WHEN :s = 'succeeded' THEN 'null' END,
+			error = CASE WHEN :s = 'failed' THEN 'x' END
+			WHERE id = :id`, sql.Named("s", s), sql.Named("id", id))
+		return err
+	}
+	for _, s := range lifecycle.Statuses {
+		if err := set(string(s)); err != nil {
+			t.Errorf("status %q: %v; want it admitted", s, err)
+		}
+	}
+	for _, s := range []string{"bogus", "Queued", "queued ", "", "succeeded,failed"} {
+		if err := set(s); err == nil || !strings.Contains(err.Error(), "drover_jobs_status_known") {
+			t.Errorf("status %q: %v; want the drover_jobs_status_known CHECK to refuse it", s, err)
+		}
+	}
+}
+
+func tableSQL(t *testing.T, d *Driver) string {
+	t.Helper()
+	var s string
+	if err := d.write.QueryRow("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'drover_jobs'").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// jobRows answers every row of drover_jobs, each column printed, in id order.
+func jobRows(t *testing.T, d *Driver) []string {
+	t.Helper()
+	rows, err := d.write.Query("SELECT * FROM drover_jobs ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for i, v := range vals {
+			fmt.Fprintf(&b, "%s=%v ", cols[i], v)
+		}
+		out = append(out, b.String())
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sequence(t *testing.T, d *Driver) int64 {
+	t.Helper()
+	var seq int64
+	if err := d.write.QueryRow("SELECT seq FROM sqlite_sequence WHERE name = 'drover_jobs'").Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+func same(t *testing.T, when string, rows, wantRows []string, seq, wantSeq int64) {
+	t.Helper()
+	if strings.Join(rows, "\n") != strings.Join(wantRows, "\n") {
+		t.Errorf("%s: rows\n%s\nwant\n%s", when, strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))
+	}
+	if seq != wantSeq {
+		t.Errorf("%s: sqlite_sequence = %d, want %d", when, seq, wantSeq)
+	}
+}
+
+// wantIndexes checks that drover_jobs has its seven indexes, one of them as finished says.
+func wantIndexes(t *testing.T, d *Driver, finished string) {
+	t.Helper()
+	rows, err := d.write.Query("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'drover_jobs' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	found := false
+	for rows.Next() {
+		var name, s string
+		if err := rows.Scan(&name, &s); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		found = found || strings.HasSuffix(s, finished)
+	}
+	want := "drover_jobs_claim_idx drover_jobs_dlq_idx drover_jobs_finished_idx drover_jobs_idempotency_key_idx drover_jobs_lease_idx drover_jobs_retry_of_idx drover_jobs_workflow_idx"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("indexes of drover_jobs: %s; want %s", got, want)
+	}
+	if !found {
+		t.Errorf("no index of drover_jobs is %q", finished)
+	}
+}
+
