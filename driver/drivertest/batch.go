@@ -159,6 +159,9 @@ func testClaimAndStart(h *harness) {
 		if len(evs) != 3 || evs[1].Type != lifecycle.EventClaimed || evs[2].Type != lifecycle.EventStarted || evs[2].Seq != j.Rev {
 			h.t.Errorf("JobClaim with Start: job %d events %s; want enqueued, claimed, started (seq = rev %d)", j.ID, fmtEvents(evs), j.Rev)
 		}
+		if d := diffJobs(j, h.get(j.ID)); d != "" {
+			h.t.Errorf("JobClaim with Start: returned job %d differs from JobGet: %s", j.ID, d)
+		}
 		h.mustComplete(j, time.Second, nil)
 	}
 	if jobs[0].ID != a.ID || jobs[1].ID != b.ID {

@@ -144,6 +144,9 @@ func (h *harness) mustClaimN(p driver.ClaimParams) []*driver.Job {
 		if !j.Replayed {
 			h.wantLastEvent(j, lifecycle.EventClaimed, "", -1)
 		}
+		if d := diffJobs(j, h.get(j.ID)); d != "" {
+			h.t.Errorf("JobClaim: returned job %d differs from JobGet: %s", j.ID, d)
+		}
 	}
 	return jobs
 }

@@ -59,6 +59,11 @@ WHERE j.id = :id
 -- executions+1, started_at, rev+2): two transitions, whose two events the
 -- caller appends (claimed at seq rev-1, started at seq rev), as pgdriver's
 -- JobClaimQueue does. The status guard repeats the candidate's.
+-- It answers the columns the caller does not know: the status, owner, lease
+-- token and expiry are what it set, and result and error are NULL in a claimed
+-- or running row (the drover_jobs_*_only_when_* CHECKs); claimJobs fills them
+-- in. Each column read costs the driver two calls into SQLite, each under the
+-- connection's mutex: RETURNING * read 28 columns a job on the one writer.
 WITH p(owner, lease_expires_at, start, now) AS (VALUES (?, ?, ?, ?)),
      c(id, status, token) AS (VALUES /*rows*/)
 UPDATE drover_jobs
@@ -72,7 +77,8 @@ SET status = CASE WHEN p.start THEN 'running' ELSE 'claimed' END,
     rev = rev + CASE WHEN p.start THEN 2 ELSE 1 END
 FROM c, p
 WHERE drover_jobs.id = c.id AND drover_jobs.status = c.status
-RETURNING *;
+RETURNING id, kind, queue, args, metadata, priority, run_at, attempt, executions, max_attempts, timeout_ms,
+          idempotency_key, errors, created_at, started_at, finished_at, rev, retry_of, workflow_run_id, workflow_node;
 
 -- name: ClaimEvents
 -- The events of the jobs ClaimJobs claimed, read off their rows: c holds a row
