@@ -89,6 +89,12 @@ func (h *harness) mustInsert(ps ...driver.InsertParams) []driver.InsertResult {
 			h.t.Fatalf("JobInsertMany result %d has a nil Job", i)
 		}
 		h.checkJob(r.Job, fmt.Sprintf("JobInsertMany result %d", i))
+		if r.Existing {
+			continue
+		}
+		if d := diffJobs(r.Job, h.get(r.Job.ID)); d != "" {
+			h.t.Errorf("JobInsertMany result %d differs from JobGet: %s", i, d)
+		}
 	}
 	return res
 }

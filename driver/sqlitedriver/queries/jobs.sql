@@ -20,7 +20,8 @@ SELECT * FROM drover_jobs WHERE idempotency_key = :idempotency_key;
 -- itself records (migration 004; EventList reads it). A duplicate idempotency
 -- key inserts nothing and returns no row; the caller then reads the existing
 -- job. The conflict target repeats the partial index's WHERE; "WHERE true"
--- keeps ON CONFLICT from parsing as a join constraint.
+-- keeps ON CONFLICT from parsing as a join constraint. It answers the id and
+-- key of each row it inserted; insertMany knows the rest (insertedJob).
 WITH p(now) AS (VALUES (?)),
      b(n, kind, queue, status, args, metadata, priority, run_at, max_attempts, timeout_ms,
        idempotency_key, retry_of, workflow_run_id, workflow_node, enqueued_by) AS (VALUES /*rows*/)
@@ -32,7 +33,7 @@ SELECT kind, queue, status, args, metadata, priority, run_at, max_attempts, time
        idempotency_key, (SELECT now FROM p), retry_of, workflow_run_id, workflow_node, enqueued_by
 FROM b WHERE true ORDER BY n
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING *;
+RETURNING id, idempotency_key;
 
 -- name: JobListDesc
 SELECT * FROM drover_jobs
