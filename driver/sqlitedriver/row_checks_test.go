@@ -188,4 +188,3 @@ func wantIndexes(t *testing.T, d *Driver, finished string) {
 		t.Errorf("no index of drover_jobs is %q", finished)
 	}
 }
-
