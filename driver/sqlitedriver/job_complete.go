@@ -49,6 +49,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	d.batch(ctx, fences, fs, out, batchSet{
 		op: lifecycle.OpComplete, from: lifecycle.StatusRunning, to: lifecycle.StatusSucceeded,
 		events: "JobCompleteManyEvents", update: "JobCompleteMany", args: args, idsOnly: idsOnly,
+		eventsNeedRequestID: true,
 	})
 	return out
 }
@@ -83,6 +84,10 @@ type batchSet struct {
 	events, update string // statement names
 	args           []any  // per job, in params order
 	idsOnly        bool   // the UPDATE answers ids only: moved jobs' outcomes carry no job
+	// eventsNeedRequestID: the event INSERT writes only jobs with a
+	// request_id (a completion without one keeps its event in the row), so
+	// a set with none skips it rather than bind six values a job for nothing.
+	eventsNeedRequestID bool
 }
 
 // batch applies fenced transitions in one write transaction. The first mention
@@ -135,6 +140,7 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 	}
 	pos := make(map[int64]int, len(params)) // job id → the input position set takes
 	vals := make([]any, 0, 6*len(params))
+	requests := false
 	for i, p := range params {
 		if out[i].Err != nil {
 			continue
@@ -144,12 +150,15 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 		}
 		pos[p.ID] = i
 		vals = append(vals, p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), micros(clock(p.Now)), set.args[i], nullString(p.RequestID))
+		requests = requests || p.RequestID != ""
 	}
 	if len(vals) == 0 {
 		return done, moved, nil
 	}
-	if err := (batchStmt{name: set.events, cols: 6, scalars: []any{string(t.Event)}}).exec(ctx, tx, vals); err != nil {
-		return nil, nil, fmt.Errorf("append %s events: %w", t.Event, err)
+	if requests || !set.eventsNeedRequestID {
+		if err := (batchStmt{name: set.events, cols: 6, scalars: []any{string(t.Event)}}).exec(ctx, tx, vals); err != nil {
+			return nil, nil, fmt.Errorf("append %s events: %w", t.Event, err)
+		}
 	}
 	update := batchStmt{name: set.update, cols: 6, idsOnly: set.idsOnly}
 	if set.idsOnly {
