@@ -1,6 +1,7 @@
 package sqlitedriver
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -11,8 +12,8 @@ import (
 	"github.com/drover-dev/drover/lifecycle"
 )
 
-// Migration 008 rebuilds drover_jobs to rewrite its status CHECK, and remakes
-// the finished index. Up and down keep every row as it was, the AUTOINCREMENT
+// Migration 008 rewrites drover_jobs's status CHECK in place and remakes the
+// finished index. Up and down keep every row as it was, the AUTOINCREMENT
 // counter past a deleted last job (an id is never handed out twice), and the
 // indexes.
 func TestMigration008KeepsRowsAndCounter(t *testing.T) {
@@ -68,6 +69,106 @@ func TestMigration008KeepsRowsAndCounter(t *testing.T) {
 	}
 }
 
+// Migration 008 edits drover_jobs's definition in place: what an operator
+// built on the table (a view, an index, a trigger) is still there and works
+// after 008 up and after 008 down. A rebuild of the table dropped the index and
+// the trigger, and a view on the table failed the rename (helper-4).
+func TestMigration008KeepsOperatorObjects(t *testing.T) {
+	f := newFixture(t) // runs in parallel
+	stepDown(t, f.d)
+	for _, q := range []string{
+		"CREATE VIEW ops_failed AS SELECT id, queue, error FROM drover_jobs WHERE status = 'failed'",
+		"CREATE INDEX ops_kind_idx ON drover_jobs (kind)",
+		"CREATE TABLE ops_audit (id INTEGER, status TEXT)",
+		"CREATE TRIGGER ops_trg AFTER UPDATE OF status ON drover_jobs BEGIN INSERT INTO ops_audit VALUES (new.id, new.status); END",
+	} {
+		if _, err := f.d.write.ExecContext(f.ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		var n int
+		if err := f.d.write.QueryRow("SELECT count(*) FROM sqlite_schema WHERE name IN ('ops_failed', 'ops_kind_idx', 'ops_audit', 'ops_trg')").Scan(&n); err != nil || n != 4 {
+			t.Fatalf("%s: %d of the operator's 4 objects, %v", when, n, err)
+		}
+		j := f.enqueue(nil)
+		jobs := f.claim(driver.ClaimParams{ID: j.ID, Start: true})
+		if len(jobs) != 1 {
+			t.Fatalf("%s: claimed %v, want job %d", when, jobs, j.ID)
+		}
+		if _, err := f.d.JobFail(f.ctx, driver.FailParams{FenceParams: fp(jobs[0], f.at(time.Second)), Error: "boom", Permanent: true}); err != nil {
+			t.Fatal(err)
+		}
+		var audits, failed int
+		if err := f.d.write.QueryRow("SELECT count(*) FROM ops_audit WHERE id = ?", j.ID).Scan(&audits); err != nil || audits == 0 {
+			t.Errorf("%s: the trigger logged %d changes of job %d (%v); want some", when, audits, j.ID, err)
+		}
+		if err := f.d.write.QueryRow("SELECT count(*) FROM ops_failed WHERE id = ?", j.ID).Scan(&failed); err != nil || failed != 1 {
+			t.Errorf("%s: the view shows failed job %d %d times (%v); want once", when, j.ID, failed, err)
+		}
+	}
+	if err := f.d.MigrateUp(f.ctx); err != nil {
+		t.Fatalf("MigrateUp with an operator's view, index and trigger: %v", err)
+	}
+	check("after 008 up")
+	stepDown(t, f.d)
+	check("after 008 down")
+}
+
+// No CHECK or index predicate of drover_jobs makes SQLite build a lookup table
+// for each row an INSERT or UPDATE writes (OpenEphemeral in the statement's
+// program): migration 007's schema built three for an UPDATE of the status.
+// It also shows the migrating connection runs the new definition at once.
+func TestRowWritesBuildNoLookupTables(t *testing.T) {
+	t.Parallel()
+	d := openTest(t)
+	for _, q := range []string{
+		"UPDATE drover_jobs SET status = ?, finished_at = 1 WHERE id = 1",
+		"INSERT INTO drover_jobs (kind, queue, status, run_at, max_attempts, created_at) VALUES ('k', 'q', ?, 0, 1, 0)",
+	} {
+		if n := ephemerals(t, d, q, "queued"); n != 0 {
+			t.Errorf("%s: %d lookup tables built; want none", q, n)
+		}
+	}
+	stepDown(t, d)
+	if n := ephemerals(t, d, "UPDATE drover_jobs SET status = ?, finished_at = 1 WHERE id = 1", "queued"); n == 0 {
+		t.Errorf("at 007, an UPDATE of the status built no lookup table; the check above cannot fail")
+	}
+}
+
+// ephemerals counts the OpenEphemeral instructions of q's program.
+func ephemerals(t *testing.T, d *Driver, q string, args ...any) int {
+	t.Helper()
+	rows, err := d.write.Query("EXPLAIN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(vals[1]) == "OpenEphemeral" { // addr, opcode, p1, ...
+			n++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // The rewritten CHECK admits exactly the statuses the lifecycle knows.
 func TestStatusCheckAdmitsTheLifecycleStatuses(t *testing.T) {
 	f := newFixture(t) // runs in parallel
@@ -97,6 +198,39 @@ func TestStatusCheckAdmitsTheLifecycleStatuses(t *testing.T) {
 		if err := set(s); err == nil || !strings.Contains(err.Error(), "drover_jobs_status_known") {
 			t.Errorf("status %q: %v; want the drover_jobs_status_known CHECK to refuse it", s, err)
 		}
+	}
+}
+
+// editJobsSQL replaces from with to in drover_jobs's stored definition, as an
+// operator's hand edit would.
+func editJobsSQL(t *testing.T, d *Driver, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := d.write.Conn(ctx) // the one writer connection, held to the end of the edit
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	if err := conn.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&v); err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"PRAGMA writable_schema = ON",
+		"UPDATE sqlite_schema SET sql = replace(sql, '" + strings.ReplaceAll(from, "'", "''") + "', '" + strings.ReplaceAll(to, "'", "''") + "') WHERE type = 'table' AND name = 'drover_jobs'",
+		fmt.Sprintf("PRAGMA schema_version = %d", v+1),
+		"PRAGMA writable_schema = RESET",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			conn.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := tableSQL(t, d); !strings.Contains(s, to) {
+		t.Fatalf("drover_jobs is %s; want %q in it", s, to)
 	}
 }
 

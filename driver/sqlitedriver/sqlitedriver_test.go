@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -444,21 +445,22 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	}
 	latest := st.Latest()
 	stepDown(t, d)
-	// An object of the name the last migration creates makes it fail.
-	if _, err := d.write.ExecContext(ctx, "CREATE TABLE drover_jobs_new (x)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.MigrateUp(ctx); err == nil {
-		t.Fatal("MigrateUp over a conflicting object succeeded, want the migration's error")
+	// The last migration (008) edits drover_jobs's definition in place, and
+	// fails when that definition is not the one it knows: here a space.
+	const known, respelled = "('pending','queued'", "('pending', 'queued'"
+	editJobsSQL(t, d, known, respelled)
+	if err := d.MigrateUp(ctx); err == nil || !strings.Contains(err.Error(), "drover_jobs_status_known_rewritten") {
+		t.Fatalf("MigrateUp over a respelled CHECK: %v; want the migration's guard to fail it", err)
 	}
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
 		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
 	}
-	if _, err := d.write.ExecContext(ctx, "DROP TABLE drover_jobs_new"); err != nil {
-		t.Fatal(err)
+	if s := tableSQL(t, d); !strings.Contains(s, respelled) {
+		t.Fatalf("after the failed migration drover_jobs is %s; want it as it was", s)
 	}
+	editJobsSQL(t, d, respelled, known)
 	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatalf("MigrateUp once the conflict is gone: %v", err)
+		t.Fatalf("MigrateUp once the definition is back: %v", err)
 	}
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest {
 		t.Fatalf("after the retried migration: %+v, %v; want version %d, clean", st, err, latest)
