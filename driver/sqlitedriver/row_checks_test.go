@@ -140,7 +140,20 @@ func TestRowWritesBuildNoLookupTables(t *testing.T) {
 // ephemerals counts the OpenEphemeral instructions of q's program.
 func ephemerals(t *testing.T, d *Driver, q string, args ...any) int {
 	t.Helper()
-	rows, err := d.write.Query("EXPLAIN "+q, args...)
+	_, rows := allRows(t, d, "EXPLAIN "+q, args...)
+	n := 0
+	for _, r := range rows {
+		if fmt.Sprint(r[1]) == "OpenEphemeral" { // addr, opcode, p1, ...
+			n++
+		}
+	}
+	return n
+}
+
+// allRows answers q's columns and every row's values, on the writer.
+func allRows(t *testing.T, d *Driver, q string, args ...any) ([]string, [][]any) {
+	t.Helper()
+	rows, err := d.write.Query(q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +162,7 @@ func ephemerals(t *testing.T, d *Driver, q string, args ...any) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var out [][]any
 	for rows.Next() {
 		vals := make([]any, len(cols))
 		ptrs := make([]any, len(cols))
@@ -159,14 +172,12 @@ func ephemerals(t *testing.T, d *Driver, q string, args ...any) int {
 		if err := rows.Scan(ptrs...); err != nil {
 			t.Fatal(err)
 		}
-		if fmt.Sprint(vals[1]) == "OpenEphemeral" { // addr, opcode, p1, ...
-			n++
-		}
+		out = append(out, vals)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return cols, out
 }
 
 // The rewritten CHECK admits exactly the statuses the lifecycle knows.
@@ -246,33 +257,14 @@ func tableSQL(t *testing.T, d *Driver) string {
 // jobRows answers every row of drover_jobs, each column printed, in id order.
 func jobRows(t *testing.T, d *Driver) []string {
 	t.Helper()
-	rows, err := d.write.Query("SELECT * FROM drover_jobs ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
+	cols, rows := allRows(t, d, "SELECT * FROM drover_jobs ORDER BY id")
+	out := make([]string, len(rows))
+	for k, vals := range rows {
 		var b strings.Builder
 		for i, v := range vals {
 			fmt.Fprintf(&b, "%s=%v ", cols[i], v)
 		}
-		out = append(out, b.String())
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		out[k] = b.String()
 	}
 	return out
 }
