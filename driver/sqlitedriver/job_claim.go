@@ -83,35 +83,35 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 		return []*driver.Job{}, nil
 	}
 	claims := make([]any, 0, 3*len(cands))
-	tokens := make(map[int64]string, len(cands))
-	for _, c := range cands {
-		tokens[c.id] = uuid.NewString()
-		claims = append(claims, c.id, c.status, tokens[c.id])
+	tokens := make([]string, len(cands)) // by candidate
+	for i, c := range cands {
+		tokens[i] = uuid.NewString()
+		claims = append(claims, c.id, c.status, tokens[i])
 	}
 	claim := batchStmt{name: "ClaimJobs", cols: 3, scalars: []any{p.Owner, expires, p.Start, micros(now)}}
 	claimed, err := claim.queryJobs(ctx, tx, claims)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
 	}
+	byID := make(map[int64]*driver.Job, len(claimed))
+	for _, j := range claimed {
+		byID[j.ID] = j
+	}
 	status, lease := lifecycle.StatusClaimed, fromMicros(expires)
 	if p.Start {
 		status = lifecycle.StatusRunning
 	}
-	byID := make(map[int64]*driver.Job, len(claimed))
-	for _, j := range claimed {
-		// What ClaimJobs set and so does not answer (queries/claim.sql).
-		j.Status, j.Owner, j.LeaseToken = status, p.Owner, tokens[j.ID]
-		l := lease
-		j.LeaseExpiresAt = &l
-		byID[j.ID] = j
-	}
 	jobs := make([]*driver.Job, 0, len(claimed))
 	evs := make([]any, 0, 3*len(claimed))
-	for _, c := range cands {
+	for i, c := range cands {
 		j := byID[c.id]
 		if j == nil {
 			continue // cannot happen under the write lock; skip rather than fail the batch
 		}
+		// What ClaimJobs set and so does not answer (queries/claim.sql).
+		j.Status, j.Owner, j.LeaseToken = status, p.Owner, tokens[i]
+		l := lease
+		j.LeaseExpiresAt = &l
 		t, ok := lifecycle.Lookup(lifecycle.OpClaim, lifecycle.Status(c.status), lifecycle.StatusClaimed)
 		if !ok {
 			return nil, fmt.Errorf("job %d: %w", j.ID, lifecycle.Check(lifecycle.OpClaim, lifecycle.Status(c.status), lifecycle.StatusClaimed))
