@@ -116,6 +116,11 @@ func (r report) writeTable(w io.Writer) {
 	putS := func(res result, metric, v string) {
 		find(res.Workload+" "+res.Param, metric, false).vals[res.System] = v
 	}
+	putCPU := func(res result) {
+		if res.CPUProcessUS > 0 {
+			putS(res, cpuMetric, fmtCPU(res.CPUProcessUS, res.CPURestUS))
+		}
+	}
 	var errs []string
 	for _, res := range r.Results {
 		if res.Error != "" {
@@ -125,9 +130,11 @@ func (r report) writeTable(w io.Writer) {
 		case "burn-down":
 			put(res, "insert jobs/s", res.InsertPerSec, "%.0f", true)
 			put(res, "work jobs/s", res.WorkPerSec, "%.0f", true)
+			putCPU(res)
 		case "continuous":
 			put(res, "jobs/s", res.WorkPerSec, "%.0f", true)
 			put(res, "inserted/s", res.InsertPerSec, "%.0f", true)
+			putCPU(res)
 			if len(res.Heap) > 0 {
 				first, last := heapFifths(res.Heap, res.WorkSeconds)
 				lo, hi := res.Heap[0].HeapMiB, res.Heap[0].HeapMiB
@@ -205,6 +212,7 @@ func (r report) writeTable(w io.Writer) {
 	}
 	writeAligned(w, table)
 	fmt.Fprintln(w, "\njobs/s: higher is better; ms: lower is better; lost/dup must be 0/0. drover/river is the plain quotient.")
+	fmt.Fprintln(w, cpuNote)
 	writeRounds(w, r.Results)
 	for _, e := range errs {
 		fmt.Fprintln(w, "ERROR:", e)

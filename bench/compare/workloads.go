@@ -24,6 +24,11 @@ type result struct {
 	WorkRounds     []float64 `json:"work_jobs_per_sec_rounds,omitempty"` // --burn-down-rounds: each round's work rate, in run order
 	OfferedPerSec  float64   `json:"offered_per_sec,omitempty"`
 	AchievedPerSec float64   `json:"achieved_offer_per_sec,omitempty"`
+	// burn-down's work and continuous's window: microseconds of CPU a job,
+	// this process's (the worker; on SQLite the database too) and the rest of
+	// the machine's (on a quiet machine, PostgreSQL). Absent where unread.
+	CPUProcessUS float64 `json:"cpu_process_us_per_job,omitempty"`
+	CPURestUS    float64 `json:"cpu_rest_us_per_job,omitempty"`
 
 	StartP50  float64 `json:"start_p50_ms,omitempty"`
 	StartP99  float64 `json:"start_p99_ms,omitempty"`
@@ -171,7 +176,7 @@ func burnDown(ctx context.Context, s system, o opts) result {
 		}
 	}
 
-	w0 := time.Now()
+	w0, cpu0 := time.Now(), sampleCPU()
 	if err := s.start(ctx, t); err != nil {
 		r.Error = "start: " + err.Error()
 		return r
@@ -179,6 +184,7 @@ func burnDown(ctx context.Context, s system, o opts) result {
 	if !waitCompleted(ctx, t, o.jobs, o.stall) {
 		r.Error = fmt.Sprintf("stalled at %d of %d completed", t.completed.Load(), o.jobs)
 	}
+	r.CPUProcessUS, r.CPURestUS, _ = cpuPerJob(cpu0, sampleCPU(), t.completed.Load())
 	if last := t.lastDone.Load(); last != 0 {
 		work := time.Unix(0, last).Sub(w0)
 		r.WorkSeconds, r.WorkPerSec = work.Seconds(), float64(t.completed.Load())/work.Seconds()
@@ -245,6 +251,7 @@ func continuous(ctx context.Context, s system, o opts) result {
 	t0 := time.Now()
 	c0, n0 := t.completed.Load(), t.next.Load()
 	r.Heap = append(r.Heap, sampleHeap(t, t0))
+	cpu0 := sampleCPU() // after the heap sample's forced GC
 	// Sampled often: one sample catches the jobs in flight at that instant, so
 	// the report compares means over the first and last fifth of the window.
 	tick := time.NewTicker(2 * time.Second)
@@ -266,6 +273,7 @@ loop:
 	}
 	tick.Stop()
 	c1, n1, t1 := t.completed.Load(), t.next.Load(), time.Now()
+	r.CPUProcessUS, r.CPURestUS, _ = cpuPerJob(cpu0, sampleCPU(), c1-c0)
 	r.Heap = append(r.Heap, sampleHeap(t, t0))
 	stopAll()
 	enqDone.Wait()
