@@ -18,6 +18,7 @@ var fencingTests = []suiteTest{
 	{"WrongLeaseToken", testWrongToken},
 	{"CompleteManyMixed", testCompleteMany},
 	{"CompleteManyErrsMixed", testCompleteManyErrs},
+	{"CompleteManyResults", testCompleteManyResults},
 	{"LeaseTokenInAnySpelling", testTokenSpelling},
 }
 
@@ -135,6 +136,44 @@ func testCompleteManyErrs(h *harness) {
 	completeManyMixed(h, "JobCompleteManyErrs", func(ps []driver.CompleteParams) ([]*driver.Job, []error) {
 		return nil, h.d.JobCompleteManyErrs(h.ctx, ps)
 	})
+}
+
+// testCompleteManyResults: a batch completion stores each job's result as
+// JobComplete does, whatever its JSON: every kind of value, text beyond ASCII
+// and escapes, numbers past int64 and float64, and no result at all (null).
+func testCompleteManyResults(h *harness) {
+	results := []string{`{"n":1,"s":"\u00e9 ☃ 😀"}`, `[1,"x",null,true]`, `"text"`, `123456789012345678901234567890`,
+		`1.5e300`, `false`, `null`, "", `{"k":"line\u2028sep \" \\ \n"}`, `{}`}
+	for _, errsOnly := range []bool{false, true} {
+		var ps []driver.CompleteParams
+		var jobs []*driver.Job
+		for _, res := range results {
+			j := h.runningJob(nil)
+			jobs = append(jobs, j)
+			ps = append(ps, driver.CompleteParams{FenceParams: fence(j, h.at(2*time.Second)), Result: json.RawMessage(res)})
+		}
+		var errs []error
+		if errsOnly {
+			errs = h.d.JobCompleteManyErrs(h.ctx, ps)
+		} else {
+			for _, o := range h.d.JobCompleteMany(h.ctx, ps) {
+				errs = append(errs, o.Err)
+			}
+		}
+		for i, res := range results {
+			if errs[i] != nil {
+				h.t.Errorf("completion %d with result %s (errs only %v): %v", i, res, errsOnly, errs[i])
+				continue
+			}
+			want := json.RawMessage(res)
+			if res == "" {
+				want = json.RawMessage(`null`)
+			}
+			if g := h.get(jobs[i].ID); g.Status != lifecycle.StatusSucceeded || !jsonEqual(g.Result, want) {
+				h.t.Errorf("job %d after a batch completion with result %s (errs only %v): %s, result %s", g.ID, res, errsOnly, g.Status, g.Result)
+			}
+		}
+	}
 }
 
 // completeManyMixed completes a batch of two good completions, a stale attempt,

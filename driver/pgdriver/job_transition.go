@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/lifecycle"
@@ -451,11 +452,16 @@ func (d *Driver) JobComplete(ctx context.Context, p driver.CompleteParams) (*dri
 }
 
 func completeArgs(p driver.CompleteParams) []any {
-	result := "null"
-	if len(p.Result) > 0 {
-		result = string(p.Result)
+	return []any{p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), resultText(p.Result)}
+}
+
+// resultText is a completion's result as the statements take it: JSON null
+// for none.
+func resultText(r []byte) string {
+	if len(r) == 0 {
+		return "null"
 	}
-	return []any{p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), result}
+	return string(r)
 }
 
 // JobCompleteMany implements driver.Driver: one transaction, one round trip for
@@ -494,7 +500,8 @@ const completePlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom
 func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParams, idsOnly bool) []driver.JobOutcome {
 	out := make([]driver.JobOutcome, len(params))
 	n := len(params)
-	ids, attempts, tokens, results, reqs := make([]int64, 0, n), make([]int32, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	ids, attempts, tokens := make(binArray[pgtype.Int8], 0, n), make(binArray[pgtype.Int4], 0, n), make(binArray[pgtype.UUID], 0, n)
+	results, reqs := make(binArray[pgtype.Text], 0, n), make(binArray[pgtype.Text], 0, n)
 	sent := make([]int64, n) // input position → ordinal in the statement (1-based); 0: not sent
 	var now *time.Time
 	// Sent in id order, so concurrent batches take row locks in one order, and
@@ -511,14 +518,17 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
 			continue // refused alone; the rest of the batch goes on
 		}
-		if _, err := uuid.Parse(p.LeaseToken); err != nil || named[p.ID] {
+		token, err := uuid.Parse(p.LeaseToken)
+		if err != nil || named[p.ID] {
 			continue // diagnosed below; a malformed token never reaches the uuid cast
 		}
 		named[p.ID] = true
 		sent[i] = int64(len(ids) + 1)
-		a := completeArgs(p)
-		ids, attempts, tokens = append(ids, p.ID), append(attempts, int32(p.Attempt)), append(tokens, driver.CanonicalToken(p.LeaseToken))
-		results, reqs = append(results, a[5].(string)), append(reqs, p.RequestID)
+		ids = append(ids, pgtype.Int8{Int64: p.ID, Valid: true})
+		attempts = append(attempts, pgtype.Int4{Int32: int32(p.Attempt), Valid: true})
+		tokens = append(tokens, pgtype.UUID{Bytes: token, Valid: true})
+		results = append(results, pgtype.Text{String: resultText(p.Result), Valid: true})
+		reqs = append(reqs, pgtype.Text{String: p.RequestID, Valid: true})
 		if p.Now != nil {
 			now = p.Now
 		}

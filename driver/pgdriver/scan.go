@@ -204,3 +204,24 @@ func nowArg(t *time.Time) any {
 }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// binArray is an array parameter whose elements pgx encodes through a
+// pointer to each: pgx reads an array's elements as values of type any, and a
+// plain []int64 or []string had each element boxed, an allocation a job in
+// every batch statement. T is a pgtype value type (Int8, Int4, UUID, Text),
+// whose pointer pgx's codecs read without copying it into an interface.
+type binArray[T any] []T
+
+// Dimensions implements pgtype.ArrayGetter.
+func (a binArray[T]) Dimensions() []pgtype.ArrayDimension {
+	if a == nil {
+		return nil
+	}
+	return []pgtype.ArrayDimension{{Length: int32(len(a)), LowerBound: 1}}
+}
+
+// Index implements pgtype.ArrayGetter.
+func (a binArray[T]) Index(i int) any { return &a[i] }
+
+// IndexType implements pgtype.ArrayGetter.
+func (a binArray[T]) IndexType() any { return new(T) }

@@ -696,12 +696,14 @@ SELECT count(*) FROM d;
 -- Rows whose guard fails are absent from the answer and diagnosed by the caller;
 -- the caller sends each job once.
 WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::int[], $3::uuid[], $4::jsonb[], $5::text[]) WITH ORDINALITY
+    -- The results travel as text (cast below, the same parse jsonb's binary
+    -- form gets): pgx sends a text array's elements without boxing each.
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::uuid[], $4::text[], $5::text[]) WITH ORDINALITY
         AS t(id, attempt, token, result, request_id, ord)
 ),
 j AS (
     UPDATE drover_jobs SET
-        status = 'succeeded', result = input.result, finished_at = coalesce($6::timestamptz, now()),
+        status = 'succeeded', result = input.result::jsonb, finished_at = coalesce($6::timestamptz, now()),
         -- As JobComplete's: without a request_id the event is the row.
         finished_by = CASE WHEN input.request_id = '' THEN 'worker:' || drover_jobs.owner END,
         owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = drover_jobs.rev + 1
