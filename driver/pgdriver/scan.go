@@ -15,36 +15,36 @@ import (
 
 // jobRow mirrors drover_jobs, plus the extra columns some statements return.
 type jobRow struct {
-	ID             int64       `db:"id"`
-	Kind           string      `db:"kind"`
-	Queue          string      `db:"queue"`
-	Status         string      `db:"status"`
-	Args           []byte      `db:"args"`
-	Metadata       []byte      `db:"metadata"`
-	Priority       int32       `db:"priority"`
-	RunAt          time.Time   `db:"run_at"`
-	Attempt        int32       `db:"attempt"`
-	Executions     int32       `db:"executions"`
-	MaxAttempts    int32       `db:"max_attempts"`
-	TimeoutMS      int64       `db:"timeout_ms"`
-	IdempotencyKey *string     `db:"idempotency_key"`
-	Owner          *string     `db:"owner"`
-	LeaseToken     pgtype.UUID `db:"lease_token"`
-	LeaseExpiresAt *time.Time  `db:"lease_expires_at"`
-	Result         []byte      `db:"result"`
-	Error          *string     `db:"error"`
-	Errors         []byte      `db:"errors"`
-	CreatedAt      time.Time   `db:"created_at"`
-	StartedAt      *time.Time  `db:"started_at"`
-	FinishedAt     *time.Time  `db:"finished_at"`
-	Rev            int64       `db:"rev"`
-	RetryOf        *int64      `db:"retry_of"`
-	WorkflowRunID  *int64      `db:"workflow_run_id"`
-	WorkflowNode   *string     `db:"workflow_node"`
-	OldStatus      *string     `db:"old_status"`
-	OldOwner       *string     `db:"old_owner"`
-	Req            *string     `db:"req"`
-	Ord            *int64      `db:"ord"`
+	ID             int64              `db:"id"`
+	Kind           pgtype.DriverBytes `db:"kind"`   // interned (names)
+	Queue          pgtype.DriverBytes `db:"queue"`  // interned
+	Status         pgtype.DriverBytes `db:"status"` // interned
+	Args           []byte             `db:"args"`
+	Metadata       []byte             `db:"metadata"`
+	Priority       int32              `db:"priority"`
+	RunAt          time.Time          `db:"run_at"`
+	Attempt        int32              `db:"attempt"`
+	Executions     int32              `db:"executions"`
+	MaxAttempts    int32              `db:"max_attempts"`
+	TimeoutMS      int64              `db:"timeout_ms"`
+	IdempotencyKey *string            `db:"idempotency_key"`
+	Owner          pgtype.DriverBytes `db:"owner"` // interned; NULL reads as ""
+	LeaseToken     pgtype.UUID        `db:"lease_token"`
+	LeaseExpiresAt pgtype.Timestamptz `db:"lease_expires_at"`
+	Result         []byte             `db:"result"`
+	Error          *string            `db:"error"`
+	Errors         []byte             `db:"errors"`
+	CreatedAt      time.Time          `db:"created_at"`
+	StartedAt      pgtype.Timestamptz `db:"started_at"`
+	FinishedAt     pgtype.Timestamptz `db:"finished_at"`
+	Rev            int64              `db:"rev"`
+	RetryOf        *int64             `db:"retry_of"`
+	WorkflowRunID  *int64             `db:"workflow_run_id"`
+	WorkflowNode   *string            `db:"workflow_node"`
+	OldStatus      *string            `db:"old_status"`
+	OldOwner       *string            `db:"old_owner"`
+	Req            *string            `db:"req"`
+	Ord            *int64             `db:"ord"`
 }
 
 // ordinalsOnly reads rows of one column, ord, into ordinals' map with no jobs:
@@ -70,14 +70,14 @@ func ordinals(rows pgx.Rows) (map[int64]*driver.Job, error) {
 	return out, err
 }
 
-func (r *jobRow) job() (*driver.Job, error) {
+func (r *jobRow) job(n *names) (*driver.Job, error) {
 	j := &driver.Job{
-		ID: r.ID, Kind: r.Kind, Queue: r.Queue, Status: lifecycle.Status(r.Status),
+		ID: r.ID, Kind: n.get(r.Kind), Queue: n.get(r.Queue), Status: lifecycle.Status(n.get(r.Status)),
 		Args: json.RawMessage(r.Args), Priority: int(r.Priority), RunAt: r.RunAt.UTC(),
 		Attempt: int(r.Attempt), Executions: int(r.Executions), MaxAttempts: int(r.MaxAttempts),
-		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, LeaseExpiresAt: utcPtr(r.LeaseExpiresAt),
-		CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
-		Rev: r.Rev, RetryOf: r.RetryOf, WorkflowRunID: r.WorkflowRunID,
+		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, LeaseExpiresAt: utcOrNil(r.LeaseExpiresAt),
+		CreatedAt: r.CreatedAt.UTC(), StartedAt: utcOrNil(r.StartedAt), FinishedAt: utcOrNil(r.FinishedAt),
+		Rev: r.Rev, RetryOf: r.RetryOf, WorkflowRunID: r.WorkflowRunID, Owner: n.get(r.Owner),
 	}
 	if r.Metadata != nil {
 		j.Metadata = json.RawMessage(r.Metadata)
@@ -86,7 +86,6 @@ func (r *jobRow) job() (*driver.Job, error) {
 		j.Result = json.RawMessage(r.Result)
 	}
 	j.IdempotencyKey = deref(r.IdempotencyKey)
-	j.Owner = deref(r.Owner)
 	j.Error = deref(r.Error)
 	j.WorkflowNode = deref(r.WorkflowNode)
 	if r.LeaseToken.Valid {
@@ -127,6 +126,7 @@ func scanJobRows(rows pgx.Rows, fn func(*jobRow, *driver.Job)) error {
 	defer rows.Close()
 	fds := rows.FieldDescriptions()
 	var r jobRow
+	var n names
 	dest := make([]any, len(fds))
 	for i, fd := range fds {
 		if f := jobColumns[fd.Name]; f != nil {
@@ -138,7 +138,7 @@ func scanJobRows(rows pgx.Rows, fn func(*jobRow, *driver.Job)) error {
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		j, err := r.job()
+		j, err := r.job(&n)
 		if err != nil {
 			return err
 		}
@@ -180,12 +180,40 @@ func formatUUID(u [16]byte) string {
 	return string(b[:])
 }
 
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
+// utcOrNil is t in UTC, or nil for NULL.
+func utcOrNil(t pgtype.Timestamptz) *time.Time {
+	if !t.Valid {
 		return nil
 	}
-	u := t.UTC()
+	u := t.Time.UTC()
 	return &u
+}
+
+// names interns the short texts that repeat across the rows of one result
+// (kind, queue, status, owner: a claim of 1,000 jobs has a handful of each),
+// so that each is allocated once per result instead of once per row. It
+// keeps at most maxNames; past that a text is allocated as before.
+type names map[string]string
+
+const maxNames = 64
+
+// get answers b as a string, "" for NULL. b is pgx's buffer (DriverBytes),
+// valid until the next row: a text kept is a copy.
+func (n *names) get(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := (*n)[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	s := string(b)
+	if *n == nil {
+		*n = make(names, 8)
+	}
+	if len(*n) < maxNames {
+		(*n)[s] = s
+	}
+	return s
 }
 
 func deref(s *string) string {
