@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -519,8 +520,10 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			continue // refused alone; the rest of the batch goes on
 		}
 		token, err := uuid.Parse(p.LeaseToken)
-		if err != nil || named[p.ID] {
-			continue // diagnosed below; a malformed token never reaches the uuid cast
+		if err != nil || named[p.ID] || p.Attempt < 0 || p.Attempt > math.MaxInt32 {
+			// Diagnosed below: a malformed token never reaches the uuid cast,
+			// and an attempt past int4 is no job's (int32 would wrap it onto one).
+			continue
 		}
 		named[p.ID] = true
 		sent[i] = int64(len(ids) + 1)

@@ -1,9 +1,11 @@
 package pgdriver
 
 import (
+	sqldriver "database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,6 +73,14 @@ func ordinals(rows pgx.Rows) (map[int64]*driver.Job, error) {
 }
 
 func (r *jobRow) job(n *names) (*driver.Job, error) {
+	for _, c := range []struct {
+		name string
+		t    pgtype.Timestamptz
+	}{{"lease_expires_at", r.LeaseExpiresAt}, {"started_at", r.StartedAt}, {"finished_at", r.FinishedAt}} {
+		if err := checkFinite(r.ID, c.name, c.t); err != nil {
+			return nil, err
+		}
+	}
 	j := &driver.Job{
 		ID: r.ID, Kind: n.get(r.Kind), Queue: n.get(r.Queue), Status: lifecycle.Status(n.get(r.Status)),
 		Args: json.RawMessage(r.Args), Priority: int(r.Priority), RunAt: r.RunAt.UTC(),
@@ -180,13 +190,23 @@ func formatUUID(u [16]byte) string {
 	return string(b[:])
 }
 
-// utcOrNil is t in UTC, or nil for NULL.
+// utcOrNil is t in UTC, or nil for NULL. An infinite t has no time.Time and
+// is refused (checkFinite), as pgx refused it when these columns were scanned
+// into *time.Time; the driver never writes one.
 func utcOrNil(t pgtype.Timestamptz) *time.Time {
 	if !t.Valid {
 		return nil
 	}
 	u := t.Time.UTC()
 	return &u
+}
+
+// checkFinite answers an error for an infinite timestamp of job id's column.
+func checkFinite(id int64, column string, t pgtype.Timestamptz) error {
+	if t.Valid && t.InfinityModifier != pgtype.Finite {
+		return fmt.Errorf("job %d: %s is %s, not a time", id, column, t.InfinityModifier)
+	}
+	return nil
 }
 
 // names interns the short texts that repeat across the rows of one result
@@ -253,3 +273,39 @@ func (a binArray[T]) Index(i int) any { return &a[i] }
 
 // IndexType implements pgtype.ArrayGetter.
 func (a binArray[T]) IndexType() any { return new(T) }
+
+// Value implements driver.Valuer, for pools that send parameters without
+// their types (default_query_exec_mode exec or simple_protocol, common behind
+// PgBouncer): there pgx finds no plan for binArray and asks for a value,
+// which is the array in PostgreSQL's text form, written by pgx's own array
+// codec; the statement's cast reads it. With the statement's types known pgx
+// never calls it: the array codec takes binArray as an ArrayGetter first.
+func (a binArray[T]) Value() (sqldriver.Value, error) {
+	if a == nil {
+		return nil, nil
+	}
+	var oid uint32
+	switch any(a).(type) {
+	case binArray[pgtype.Int8]:
+		oid = pgtype.Int8ArrayOID
+	case binArray[pgtype.Int4]:
+		oid = pgtype.Int4ArrayOID
+	case binArray[pgtype.UUID]:
+		oid = pgtype.UUIDArrayOID
+	case binArray[pgtype.Text]:
+		oid = pgtype.TextArrayOID
+	default:
+		return nil, fmt.Errorf("binArray of %T has no array type", *new(T))
+	}
+	m := textMaps.Get().(*pgtype.Map)
+	defer textMaps.Put(m)
+	b, err := m.Encode(oid, pgtype.TextFormatCode, a, nil)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// textMaps holds pgx type maps for binArray.Value: a map caches plans and is
+// not safe for concurrent use.
+var textMaps = sync.Pool{New: func() any { return pgtype.NewMap() }}
