@@ -15,3 +15,18 @@ func TestConformancePostgres(t *testing.T) {
 		return testdb.Open(t, "postgres")
 	})
 }
+
+// TestConformancePostgresUntypedParameters runs the suite on pools that send
+// parameters without their types, as PgBouncer setups often configure pgx
+// (default_query_exec_mode exec and simple_protocol): pgx then encodes each
+// parameter from its Go value alone, as text, and in the simple protocol a
+// statement's error arrives from Query instead of from its rows.
+func TestConformancePostgresUntypedParameters(t *testing.T) {
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			drivertest.Exercise(t, func(t *testing.T) driver.Driver {
+				return testdb.OpenURL(t, "postgres", testdb.PostgresURL(t)+"&default_query_exec_mode="+mode)
+			})
+		})
+	}
+}

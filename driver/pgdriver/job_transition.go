@@ -675,11 +675,11 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 	// (and any ready row it wrote). Each round needs another commit on the same
 	// job within one lock wait, so a few suffice.
 	for round := 1; ; round++ {
+		var j *driver.Job
 		rows, err := d.pool.Query(ctx, queries.Get("JobCancel"), p.ID, p.RequestID, actor, nowArg(p.Now))
-		if err != nil {
-			return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+		if err == nil { // the simple protocol's error comes from Query (fenced)
+			j, err = collectOne(rows)
 		}
-		j, err := collectOne(rows)
 		if p.RequestID != "" && isRequestRepeat(err) {
 			break // the log holds the request_id already: diagnose answers it as a repeat
 		}
@@ -707,11 +707,14 @@ func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FencePa
 		// Not a token we could have issued; never send it to a uuid column.
 		return d.diagnose(ctx, q, op, p.ID, p.RequestID, p.Attempt, otherwise)
 	}
+	// The statement's error arrives from Query in the simple protocol
+	// (default_query_exec_mode=simple_protocol) and from the rows otherwise:
+	// both are read the same way.
+	var j *driver.Job
 	rows, err := q.Query(ctx, queries.Get(name), args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
+	if err == nil {
+		j, err = collectOne(rows)
 	}
-	j, err := collectOne(rows)
 	if p.RequestID != "" && isRequestRepeat(err) {
 		// A repeat that ran while the first call was in flight and passed the
 		// guard too (a heartbeat leaves the status as it is): the first one's
