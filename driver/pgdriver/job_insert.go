@@ -3,7 +3,7 @@ package pgdriver
 import (
 	"context"
 	"fmt"
-	"time"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jackc/pgx/v5"
 
@@ -47,36 +47,42 @@ var insertManyUnkeyed = queryVariant("JobInsertMany",
 // already. tx is the pool or the caller's transaction.
 func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	n := len(params)
+	// binArray: pgx reads a plain slice's elements as values of type any,
+	// boxing each (scan.go).
 	var (
-		kinds, queues, keys, nodes = make([]string, n), make([]string, n), make([]*string, n), make([]*string, n)
-		args, metas                = make([]string, n), make([]*string, n)
-		prios, maxes               = make([]int32, n), make([]int32, n)
-		runAts                     = make([]*time.Time, n)
-		timeouts                   = make([]int64, n)
-		retryOf, runIDs            = make([]*int64, n), make([]*int64, n)
-		actors                     = make([]string, n)
+		kinds, queues, args, actors = make(binArray[pgtype.Text], n), make(binArray[pgtype.Text], n), make(binArray[pgtype.Text], n), make(binArray[pgtype.Text], n)
+		metas, keys, nodes          = make(binArray[pgtype.Text], n), make(binArray[pgtype.Text], n), make(binArray[pgtype.Text], n)
+		prios, maxes                = make(binArray[pgtype.Int4], n), make(binArray[pgtype.Int4], n)
+		runAts                      = make(binArray[pgtype.Timestamptz], n)
+		timeouts, retryOf, runIDs   = make(binArray[pgtype.Int8], n), make(binArray[pgtype.Int8], n), make(binArray[pgtype.Int8], n)
 	)
+	text := func(s string) pgtype.Text { return pgtype.Text{String: s, Valid: true} }
 	keyed := false
 	for i, p := range params {
-		kinds[i], queues[i], args[i] = p.Kind, p.Queue, string(p.Args)
+		kinds[i], queues[i], args[i] = text(p.Kind), text(p.Queue), text(string(p.Args))
 		if p.Metadata != nil {
-			m := string(p.Metadata)
-			metas[i] = &m
+			metas[i] = text(string(p.Metadata))
 		}
-		prios[i], maxes[i], runAts[i] = int32(p.Priority), int32(p.MaxAttempts), p.RunAt
-		timeouts[i] = p.Timeout.Milliseconds()
+		prios[i], maxes[i] = pgtype.Int4{Int32: int32(p.Priority), Valid: true}, pgtype.Int4{Int32: int32(p.MaxAttempts), Valid: true}
+		if p.RunAt != nil {
+			runAts[i] = pgtype.Timestamptz{Time: *p.RunAt, Valid: true}
+		}
+		timeouts[i] = pgtype.Int8{Int64: p.Timeout.Milliseconds(), Valid: true}
 		if p.IdempotencyKey != "" {
-			k := p.IdempotencyKey
-			keys[i], keyed = &k, true
+			keys[i], keyed = text(p.IdempotencyKey), true
 		}
 		if p.WorkflowNode != "" {
-			w := p.WorkflowNode
-			nodes[i] = &w
+			nodes[i] = text(p.WorkflowNode)
 		}
-		retryOf[i], runIDs[i] = p.RetryOf, p.WorkflowRunID
-		actors[i] = p.Actor
+		if p.RetryOf != nil {
+			retryOf[i] = pgtype.Int8{Int64: *p.RetryOf, Valid: true}
+		}
+		if p.WorkflowRunID != nil {
+			runIDs[i] = pgtype.Int8{Int64: *p.WorkflowRunID, Valid: true}
+		}
+		actors[i] = text(p.Actor)
 		if p.Actor == "" {
-			actors[i] = "client"
+			actors[i] = text("client")
 		}
 	}
 	query := insertManyUnkeyed

@@ -256,8 +256,9 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // binArray is an array parameter whose elements pgx encodes through a
 // pointer to each: pgx reads an array's elements as values of type any, and a
 // plain []int64 or []string had each element boxed, an allocation a job in
-// every batch statement. T is a pgtype value type (Int8, Int4, UUID, Text),
-// whose pointer pgx's codecs read without copying it into an interface.
+// every batch statement. T is a pgtype value type (Int8, Int4, UUID, Text,
+// Timestamptz), whose pointer pgx's codecs read without copying it into an
+// interface.
 type binArray[T any] []T
 
 // Dimensions implements pgtype.ArrayGetter.
@@ -294,6 +295,8 @@ func (a binArray[T]) Value() (sqldriver.Value, error) {
 		oid = pgtype.UUIDArrayOID
 	case binArray[pgtype.Text]:
 		oid = pgtype.TextArrayOID
+	case binArray[pgtype.Timestamptz]:
+		oid = pgtype.TimestamptzArrayOID
 	default:
 		return nil, fmt.Errorf("binArray of %T has no array type", *new(T))
 	}

@@ -8,9 +8,11 @@
 -- decides unless a test injects a time.
 
 -- name: JobInsertMany
+-- Args and metadata travel as text and are cast to jsonb below (the same parse
+-- as jsonb's binary form), as the batch completion's results do.
 WITH input AS (
     SELECT * FROM unnest(
-        $1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::int[], $6::timestamptz[],
+        $1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[],
         $7::int[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $14::text[]
     ) WITH ORDINALITY AS t(kind, queue, args, metadata, priority, run_at, max_attempts, timeout_ms,
                             idempotency_key, retry_of, workflow_run_id, workflow_node, actor, ord)
@@ -23,7 +25,7 @@ ins AS (
                              enqueued_by)
     SELECT kind, queue,
            CASE WHEN workflow_run_id IS NULL THEN 'queued' ELSE 'pending' END,
-           args, metadata, priority, coalesce(run_at, coalesce($13::timestamptz, now())), max_attempts,
+           args::jsonb, metadata::jsonb, priority, coalesce(run_at, coalesce($13::timestamptz, now())), max_attempts,
            timeout_ms, idempotency_key, retry_of, workflow_run_id, workflow_node, coalesce($13::timestamptz, now()),
            actor
     FROM input ORDER BY ord
