@@ -3,9 +3,9 @@ package pgdriver
 import (
 	"context"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/drover-dev/drover/driver"
 )
