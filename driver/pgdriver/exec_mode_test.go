@@ -24,11 +24,7 @@ func TestBatchCompletionInEveryExecMode(t *testing.T) {
 	for _, mode := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
 		t.Run(mode, func(t *testing.T) {
 			d := openURL(t, testdb.PostgresURL(t)+"&default_query_exec_mode="+mode)
-			insertWaiting(t, d, len(results)+1)
-			jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: len(results) + 1, Owner: "w", Start: true})
-			if err != nil || len(jobs) != len(results)+1 {
-				t.Fatalf("claimed %d jobs (%v), want %d", len(jobs), err, len(results)+1)
-			}
+			jobs := runningJobs(t, d, len(results)+1)
 			var ps []driver.CompleteParams
 			for i, res := range results {
 				j := jobs[i]
@@ -70,10 +66,7 @@ func TestBatchCompletionInEveryExecMode(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var a, b any
-				_ = json.Unmarshal(g.Result, &a)
-				_ = json.Unmarshal([]byte(want), &b)
-				if g.Status != lifecycle.StatusSucceeded || !jsonSame(a, b) {
+				if g.Status != lifecycle.StatusSucceeded || !jsonSame(g.Result, []byte(want)) {
 					t.Errorf("job %d: %s with result %s, want succeeded with %s", g.ID, g.Status, g.Result, want)
 				}
 			}
@@ -84,10 +77,15 @@ func TestBatchCompletionInEveryExecMode(t *testing.T) {
 	}
 }
 
-func jsonSame(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+// jsonSame reports whether two JSON texts hold the same value.
+func jsonSame(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xs, _ := json.Marshal(x)
+	ys, _ := json.Marshal(y)
+	return string(xs) == string(ys)
 }
 
 // TestInfiniteTimesAreRefused: a time column holding infinity (written by
@@ -97,11 +95,7 @@ func jsonSame(a, b any) bool {
 func TestInfiniteTimesAreRefused(t *testing.T) {
 	ctx := context.Background()
 	d := open(t)
-	insertWaiting(t, d, 1)
-	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true})
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
-	}
+	jobs := runningJobs(t, d, 1)
 	for _, col := range []string{"lease_expires_at", "started_at"} {
 		if _, err := d.Pool().Exec(ctx, "UPDATE drover_jobs SET "+col+" = 'infinity' WHERE id = $1", jobs[0].ID); err != nil {
 			t.Fatal(err)
