@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -141,7 +142,7 @@ func (r report) writeTable(w io.Writer) {
 				for _, h := range res.Heap {
 					lo, hi = min(lo, h.HeapMiB), max(hi, h.HeapMiB)
 				}
-				putS(res, "heap MiB 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", first, last, 100*(last-first)/first))
+				putS(res, "heap MiB median 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", first, last, 100*(last-first)/first))
 				putS(res, "heap MiB min..max", fmt.Sprintf("%.1f..%.1f", lo, hi))
 			}
 		case "latency", "backlog":
@@ -259,23 +260,25 @@ func orQ(s string) string {
 	return s
 }
 
-// heapFifths returns the mean heap of the samples in the first and in the last
-// fifth of a window of win seconds, leaving out the sample taken at its start.
+// heapFifths returns the median heap of the samples in the first and in the
+// last fifth of a window of win seconds, leaving out the sample taken at its
+// start. Medians, not means: a completion write that stalls for a moment piles
+// up finished jobs, and a few such samples moved a fifth's mean by several
+// percent.
 func heapFifths(hs []memSample, win float64) (first, last float64) {
-	var sf, sl float64
-	var nf, nl int
+	var f, l []float64
 	for _, h := range hs {
 		if h.At > 0 && h.At <= win/5 { // the sample at 0 precedes the load
-			sf, nf = sf+h.HeapMiB, nf+1
+			f = append(f, h.HeapMiB)
 		}
 		if h.At >= win*4/5 {
-			sl, nl = sl+h.HeapMiB, nl+1
+			l = append(l, h.HeapMiB)
 		}
 	}
-	if nf == 0 || nl == 0 {
+	if len(f) == 0 || len(l) == 0 {
 		return hs[0].HeapMiB, hs[len(hs)-1].HeapMiB
 	}
-	return sf / float64(nf), sl / float64(nl)
+	return median(f), median(l)
 }
 
 // writeRounds prints, for a burn-down run in rounds, each round's work rate of
@@ -310,4 +313,15 @@ func writeRounds(w io.Writer, results []result) {
 		}
 		fmt.Fprintf(w, "burn-down drover/river by round: %s\n", strings.Join(q, " / "))
 	}
+}
+
+// median is the middle of xs (the mean of the two middle values for an even
+// count); xs is sorted in place.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // tracker follows every job of one run by its sequence number (carried in the
@@ -67,10 +68,10 @@ func (t *tracker) ensure(c int64) {
 		return
 	}
 	t.chunks[c].Store(new(trackChunk))
-	t.bytes.Add(chunkSize)
+	t.bytes.Add(int64(unsafe.Sizeof(trackChunk{})))
 	if t.latencies {
 		t.times[c].Store(new(timeChunk))
-		t.bytes.Add(3 * 8 * chunkSize)
+		t.bytes.Add(int64(unsafe.Sizeof(timeChunk{})))
 	}
 }
 
