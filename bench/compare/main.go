@@ -59,9 +59,13 @@ func run() error {
 		stall       = flag.Duration("stall-timeout", 60*time.Second, "give up on a run when no job completed for this long")
 		output      = flag.String("o", "table", "output: table or json")
 		cpuProfile  = flag.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
+		tableFrom   = flag.String("table-from", "", "print the table of a report saved with -o json from this file, and run nothing")
 		memProfile  = flag.String("memprofile", "", "write this process's heap profile (pprof; alloc_space and alloc_objects cover the whole run) to this file at the end")
 	)
 	flag.Parse()
+	if *tableFrom != "" {
+		return printSaved(*tableFrom, os.Stdout)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -43,6 +44,23 @@ func describeSettings(o opts, k knobs, rk riverKnobs, wl []string) map[string]st
 		"backlog_future_fraction": fmt.Sprint(o.backlogFuture),
 		"backlog_jobs":            fmt.Sprint(o.backlogJobs),
 	}
+}
+
+// printSaved writes the table of the report saved (with -o json) in path.
+func printSaved(path string, w io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: not a report saved with -o json: %w", path, err)
+	}
+	if len(r.Results) == 0 {
+		return fmt.Errorf("%s: the report has no results", path)
+	}
+	r.writeTable(w)
+	return nil
 }
 
 func (r report) writeJSON(w io.Writer) error {

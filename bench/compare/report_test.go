@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // TestHeapFifths: the medians cover the first and last fifth of the window,
 // leave out the sample taken before the load started, and a spike moves
@@ -11,5 +17,46 @@ func TestHeapFifths(t *testing.T) {
 	first, last := heapFifths(hs, 60)
 	if first != 20 || last != 35 {
 		t.Errorf("heapFifths = %v, %v; want 20 (median of the samples at 5, 8 and 10 s), 35 (at 50 s and 60 s)", first, last)
+	}
+}
+
+// TestPrintSaved: a report saved with -o json prints the same table as the
+// run that saved it, rounds and heap included.
+func TestPrintSaved(t *testing.T) {
+	rep := report{
+		Machine:  machine{CPUs: 2, GOMAXPROCS: 2, GoVersion: "go1.26", OS: "linux/amd64"},
+		Settings: map[string]string{"concurrency": "2000"},
+		Results: []result{
+			{Workload: "burn-down", Param: "1000 jobs", System: "drover", Jobs: 1000, WorkPerSec: 500, WorkRounds: []float64{400, 500, 600}},
+			{Workload: "burn-down", Param: "1000 jobs", System: "river", Jobs: 1000, WorkPerSec: 250, WorkRounds: []float64{200, 250, 300}},
+			{Workload: "continuous", Param: "10s", System: "drover", WorkPerSec: 300, WorkSeconds: 10,
+				Heap: []memSample{{At: 0, HeapMiB: 1}, {At: 1, HeapMiB: 10}, {At: 9, HeapMiB: 11, InFlight: 7}}},
+		},
+	}
+	var want, saved, got bytes.Buffer
+	rep.writeTable(&want)
+	if err := rep.writeJSON(&saved); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(path, saved.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := printSaved(path, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("saved report prints\n%s\nwant\n%s", got.String(), want.String())
+	}
+	for _, s := range []string{"2.00×", "10.0→11.0"} {
+		if !strings.Contains(got.String(), s) {
+			t.Errorf("saved report's table lacks %q:\n%s", s, got.String())
+		}
+	}
+	if err := os.WriteFile(path, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := printSaved(path, &got); err == nil || !strings.Contains(err.Error(), "not a report") {
+		t.Errorf("printSaved of a file that is not a report: %v, want an error saying so", err)
 	}
 }
