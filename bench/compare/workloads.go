@@ -49,7 +49,10 @@ type result struct {
 
 // memSample is the process's live heap as the last GC left it (runtime/metrics
 // /gc/heap/live:bytes: the objects it marked), less what the harness's tracker
-// holds, at At seconds into the window.
+// holds, at At seconds into the window. It includes what was allocated while
+// that GC marked, which grows with the heap goal as the tracker grows: over a
+// 5-minute run it drifts up by up to ~10% with no object growing (HISTORY.md,
+// twenty-third session), so a rise is an upper bound.
 type memSample struct {
 	At       float64 `json:"at_s"`
 	HeapMiB  float64 `json:"heap_live_mib"`
