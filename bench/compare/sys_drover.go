@@ -110,7 +110,7 @@ type observer struct {
 	leaseLost func()
 }
 
-func (o observer) Claimed(string, int) {}
+func (o observer) Claimed(_ string, n int) { o.t.claimed.Add(int64(n)) }
 func (o observer) Finished(job *drover.Job, outcome string, _ time.Duration) {
 	if outcome == "succeeded" {
 		o.t.completedSeq(parseSeq(job.Args))

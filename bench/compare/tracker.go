@@ -14,8 +14,9 @@ import (
 // job's args as {"seq": N}): how many times its handler ran and how many times its
 // completion was seen durable. It keeps one byte per job (low nibble: executions,
 // high nibble: completions, both saturating at 15) in chunks allocated as sequence
-// numbers are handed out, so 5M jobs cost 5 MiB and nothing is kept per job beyond
-// that; enqueue times are kept only when latencies are wanted.
+// numbers are handed out (outside the Go heap where it can: newTrackChunk), so 5M
+// jobs cost 5 MiB and nothing is kept per job beyond that; enqueue times are kept
+// only when latencies are wanted.
 type tracker struct {
 	chunks [maxChunks]atomic.Pointer[trackChunk]
 	times  [maxChunks]atomic.Pointer[timeChunk] // only with latencies
@@ -24,9 +25,10 @@ type tracker struct {
 	latencies bool
 	next      atomic.Int64 // sequence numbers handed out
 	executed  atomic.Int64 // handler entries
+	claimed   atomic.Int64 // jobs a worker said it claimed (Drover only: its Observer)
 	completed atomic.Int64 // durable completions
 	lastDone  atomic.Int64 // unix nanos of the latest completion
-	bytes     atomic.Int64 // memory held by the chunks
+	bytes     atomic.Int64 // Go heap held by the chunks (see newTrackChunk)
 	stray     atomic.Int64 // executions or completions of no sequence handed out (unparsable args)
 
 	// watch, when set, gets the sequence number of every completion (non-blocking).
@@ -67,8 +69,11 @@ func (t *tracker) ensure(c int64) {
 	if t.chunks[c].Load() != nil {
 		return
 	}
-	t.chunks[c].Store(new(trackChunk))
-	t.bytes.Add(int64(unsafe.Sizeof(trackChunk{})))
+	ch, onHeap := newTrackChunk()
+	t.chunks[c].Store(ch)
+	if onHeap {
+		t.bytes.Add(int64(unsafe.Sizeof(trackChunk{})))
+	}
 	if t.latencies {
 		t.times[c].Store(new(timeChunk))
 		t.bytes.Add(int64(unsafe.Sizeof(timeChunk{})))

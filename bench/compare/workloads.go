@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/metrics"
 	"slices"
 	"sync"
@@ -47,12 +48,14 @@ type result struct {
 	Error        string `json:"error,omitempty"`
 }
 
-// memSample is the process's live heap as the last GC left it (runtime/metrics
-// /gc/heap/live:bytes: the objects it marked), less what the harness's tracker
-// holds, at At seconds into the window. It includes what was allocated while
-// that GC marked, which grows with the heap goal as the tracker grows: over a
-// 5-minute run it drifts up by up to ~10% with no object growing (HISTORY.md,
-// twenty-third session), so a rise is an upper bound.
+// memSample is the process's live heap right after a GC the sampler forced
+// (runtime/metrics /gc/heap/live:bytes: the objects that GC marked), less what
+// the harness's tracker holds on the Go heap (nothing on unix: newTrackChunk),
+// at At seconds into the window. A GC the pacer starts marks while the program
+// allocates, for as long as the pacer's runway, and counts all that as live: the
+// runway follows the GC's share of a contended CPU, and read after such GCs the
+// heap of a worker whose objects did not grow rose 11% over 5 minutes
+// (HISTORY.md, twenty-fourth session).
 type memSample struct {
 	At       float64 `json:"at_s"`
 	HeapMiB  float64 `json:"heap_live_mib"`
@@ -60,6 +63,10 @@ type memSample struct {
 	// InFlight is how many jobs had entered their handler and were not yet
 	// seen durably finished: the jobs whose memory a sample holds.
 	InFlight int64 `json:"in_flight"`
+	// Held is how many jobs the worker had claimed and not yet seen durably
+	// finished (Drover only, from its Observer): in flight, or waiting in the
+	// worker for a slot.
+	Held int64 `json:"held,omitempty"`
 }
 
 type opts struct {
@@ -201,6 +208,7 @@ func burnDown(ctx context.Context, s system, o opts) result {
 }
 
 func sampleHeap(t *tracker, since time.Time) memSample {
+	runtime.GC()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
 	tb := t.bytes.Load()
@@ -209,6 +217,7 @@ func sampleHeap(t *tracker, since time.Time) memSample {
 		HeapMiB:  float64(int64(s[0].Value.Uint64())-tb) / (1 << 20),
 		TrackMiB: float64(tb) / (1 << 20),
 		InFlight: t.executed.Load() - t.completed.Load(),
+		Held:     max(0, t.claimed.Load()-t.completed.Load()),
 	}
 }
 
@@ -259,12 +268,13 @@ func continuous(ctx context.Context, s system, o opts) result {
 	c0, n0 := t.completed.Load(), t.next.Load()
 	r.Heap = append(r.Heap, sampleHeap(t, t0))
 	cpu0 := sampleCPU()
-	// Sampled often, and read without forcing a GC: a sample holds the jobs in
-	// flight at the last GC (a claim of 1,000 lands at once), so one sample says
-	// little, and the report compares the medians of the window's first and last
-	// fifth (a forced GC every 2 s gave 30 samples a fifth, whose means moved by
-	// ±10% and more between identical runs).
-	tick := time.NewTicker(250 * time.Millisecond)
+	// Sampled every second after a forced GC: a sample holds the jobs in flight
+	// at that moment (a claim of 1,000 lands at once), so one sample says little,
+	// and the report compares the medians of the window's first and last fifth,
+	// 60 samples each (the means of HeapInuse every 2 s moved by ±10% and more
+	// between identical runs; the live heap of the pacer's GCs drifted, see
+	// memSample).
+	tick := time.NewTicker(time.Second)
 	end := time.NewTimer(o.continuous)
 loop:
 	for {
@@ -272,7 +282,7 @@ loop:
 		case <-tick.C:
 			h := sampleHeap(t, t0)
 			r.Heap = append(r.Heap, h)
-			if len(r.Heap)%40 == 1 {
+			if len(r.Heap)%10 == 1 {
 				logf("%s: continuous: %.0fs: %d completed, %d pending, heap %.1f MiB", s.name(), h.At, t.completed.Load()-c0, t.next.Load()-t.completed.Load(), h.HeapMiB)
 			}
 		case <-end.C:
