@@ -51,11 +51,11 @@ type result struct {
 // memSample is the process's live heap right after a GC the sampler forced
 // (runtime/metrics /gc/heap/live:bytes: the objects that GC marked), less what
 // the harness's tracker holds on the Go heap (nothing on unix: newTrackChunk),
-// at At seconds into the window. A GC the pacer starts marks while the program
-// allocates, for as long as the pacer's runway, and counts all that as live: the
-// runway follows the GC's share of a contended CPU, and read after such GCs the
-// heap of a worker whose objects did not grow rose 11% over 5 minutes
-// (HISTORY.md, twenty-fourth session).
+// at At seconds into the window. A GC the pacer starts counts as live whatever
+// the program allocated while it marked, which varies with the pacer's runway;
+// a forced GC's mark is short. Most of the heap is the jobs held and the batch
+// statements' buffers, so it still follows the database's speed (HISTORY.md,
+// twenty-fourth session).
 type memSample struct {
 	At       float64 `json:"at_s"`
 	HeapMiB  float64 `json:"heap_live_mib"`
