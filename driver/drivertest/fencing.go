@@ -19,6 +19,7 @@ var fencingTests = []suiteTest{
 	{"CompleteManyMixed", testCompleteMany},
 	{"CompleteManyErrsMixed", testCompleteManyErrs},
 	{"CompleteManyResults", testCompleteManyResults},
+	{"CompleteManyNamesAJobTwice", testCompleteManyTwice},
 	{"LeaseTokenInAnySpelling", testTokenSpelling},
 }
 
@@ -235,6 +236,45 @@ func completeManyMixed(h *harness, name string, call func([]driver.CompleteParam
 	h.wantLastEvent(gb, lifecycle.EventSucceeded, lifecycle.StatusRunning, evB+1)
 	if _, errs := call(nil); len(errs) != 0 {
 		h.t.Errorf("%s(nil) = %v, want no outcomes", name, errs)
+	}
+}
+
+// testCompleteManyTwice: a batch that names one job more than once applies
+// each mention in input order, as one call each would be: a wrong token first
+// is refused and does not take the right one down with it, and a mention after
+// the job succeeded is refused as stale. (PostgreSQL's batch refused every
+// mention after the first.)
+func testCompleteManyTwice(h *harness) {
+	for _, name := range []string{"JobCompleteMany", "JobCompleteManyErrs"} {
+		r := h.runningJob(nil)
+		wrong := *r
+		wrong.LeaseToken = otherToken
+		cp := func(j *driver.Job, res string) driver.CompleteParams {
+			return driver.CompleteParams{FenceParams: fence(j, h.at(20*time.Second)), Result: json.RawMessage(res)}
+		}
+		ps := []driver.CompleteParams{cp(&wrong, `"wrong"`), cp(r, `"right"`), cp(r, `"again"`)}
+		var errs []error
+		if name == "JobCompleteManyErrs" {
+			errs = h.d.JobCompleteManyErrs(h.ctx, ps)
+		} else {
+			for _, o := range h.d.JobCompleteMany(h.ctx, ps) {
+				errs = append(errs, o.Err)
+				if o.Err == nil && (o.Job == nil || o.Job.ID != r.ID || o.Job.Status != lifecycle.StatusSucceeded) {
+					h.t.Errorf("%s: a completed outcome carries %+v, want job %d succeeded", name, o.Job, r.ID)
+				}
+			}
+		}
+		if len(errs) != 3 {
+			h.t.Fatalf("%s returned %d outcomes, want 3", name, len(errs))
+		}
+		h.wantErr(errs[0], driver.ErrLeaseLost, name+": the mention with a wrong token")
+		if errs[1] != nil {
+			h.t.Errorf("%s: the mention with the job's token after a wrong one: %v, want it completed", name, errs[1])
+		}
+		h.wantErr(errs[2], driver.ErrLeaseLost, name+": a mention after the job succeeded")
+		if g := h.get(r.ID); g.Status != lifecycle.StatusSucceeded || !jsonEqual(g.Result, json.RawMessage(`"right"`)) {
+			h.t.Errorf("%s: job %s with result %s, want succeeded with \"right\"", name, g.Status, g.Result)
+		}
 	}
 }
 

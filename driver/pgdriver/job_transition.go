@@ -504,9 +504,11 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	ids, attempts, tokens := make(binArray[pgtype.Int8], 0, n), make(binArray[pgtype.Int4], 0, n), make(binArray[pgtype.UUID], 0, n)
 	results, reqs := make(binArray[pgtype.Text], 0, n), make(binArray[pgtype.Text], 0, n)
 	sent := make([]int64, n) // input position → ordinal in the statement (1-based); 0: not sent
+	repeat := make([]bool, n) // a later mention of a job the statement names
 	var now *time.Time
 	// Sent in id order, so concurrent batches take row locks in one order, and
-	// each job once: a second mention of a job is diagnosed after the first.
+	// each job once: a later mention of a job runs on its own after the
+	// statement, in input order, as SQLite's batch does.
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
@@ -520,7 +522,11 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			continue // refused alone; the rest of the batch goes on
 		}
 		token, err := uuid.Parse(p.LeaseToken)
-		if err != nil || named[p.ID] || p.Attempt < 0 || p.Attempt > math.MaxInt32 {
+		if err == nil && named[p.ID] {
+			repeat[i] = true
+			continue
+		}
+		if err != nil || p.Attempt < 0 || p.Attempt > math.MaxInt32 {
 			// Diagnosed below: a malformed token never reaches the uuid cast,
 			// and an attempt past int4 is no job's (int32 would wrap it onto one).
 			continue
@@ -571,6 +577,10 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		}
 		if j, ok := done[sent[i]]; sent[i] != 0 && ok {
 			out[i].Job = j // nil with idsOnly
+			continue
+		}
+		if repeat[i] {
+			out[i].Job, out[i].Err = d.JobComplete(ctx, p)
 			continue
 		}
 		out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, "complete", p.ID, p.RequestID, p.Attempt, driver.ErrLeaseLost)
