@@ -327,7 +327,10 @@ type ListenConfig struct {
 	Addr            string // [DefaultAddr]
 	TLSCertFile     string // TLS when both are set
 	TLSKeyFile      string
-	ShutdownTimeout time.Duration // [30s]
+	// ShutdownTimeout is how long shutdown waits for requests in flight
+	// [30s]; negative: it does not wait, and requests still running are
+	// canceled at once.
+	ShutdownTimeout time.Duration
 	// Ready, if set, is called with the bound address once the listener is open.
 	Ready func(addr net.Addr)
 }
@@ -416,7 +419,7 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 	case <-ctx.Done():
 	}
 	close(shutdown) // ends long-polls so shutdown does not wait for them
-	sctx, cancel := context.WithTimeout(context.Background(), lc.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), max(0, lc.ShutdownTimeout))
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		cancelBase() // the handlers still running are canceled, their database calls with them

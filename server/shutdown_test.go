@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,15 +24,21 @@ import (
 // (helper-43).
 func TestShutdownCancelsARequestPastItsDeadline(t *testing.T) {
 	for _, call := range []string{"heartbeat", "claim"} {
-		t.Run(call, func(t *testing.T) { shutdownWithABlockedCall(t, call) })
+		t.Run(call, func(t *testing.T) { shutdownWithABlockedCall(t, call, 500*time.Millisecond) })
 	}
+}
+
+// A negative ShutdownTimeout does not wait for requests in flight (`drover
+// dev --shutdown-timeout 0`); zero, the default, would wait 30 s for this one.
+func TestShutdownWithoutWaiting(t *testing.T) {
+	shutdownWithABlockedCall(t, "heartbeat", -1)
 }
 
 // shutdownWithABlockedCall runs a server, has another session lock the
 // job's row (a heartbeat) or the job table (a claim, whose statement outlives
 // its request so that a departed worker cannot cut it short), sends that
 // call, and shuts the server down while it waits.
-func shutdownWithABlockedCall(t *testing.T, call string) {
+func shutdownWithABlockedCall(t *testing.T, call string, timeout time.Duration) {
 	url := testdb.URL(t, "postgres")
 	d := testdb.OpenURL(t, "postgres", url)
 	c, err := drover.NewClient(d, nil)
@@ -47,7 +54,7 @@ func shutdownWithABlockedCall(t *testing.T, call string) {
 	defer stop()
 	addr, served := make(chan net.Addr, 1), make(chan error, 1)
 	go func() {
-		served <- ListenAndServe(ctx, s, ListenConfig{Addr: "127.0.0.1:0", ShutdownTimeout: 500 * time.Millisecond,
+		served <- ListenAndServe(ctx, s, ListenConfig{Addr: "127.0.0.1:0", ShutdownTimeout: timeout,
 			Ready: func(a net.Addr) { addr <- a }}, nil)
 	}()
 	base := fmt.Sprintf("http://%s", <-addr)
@@ -105,7 +112,14 @@ func shutdownWithABlockedCall(t *testing.T, call string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stop()
-	<-served // past the deadline: an error saying so
+	select {
+	case err := <-served: // past the deadline: an error saying so
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("ListenAndServe = %v, want the shutdown's deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("ListenAndServe still waiting for the %s 10 s after its shutdown began (ShutdownTimeout %s)", call, timeout)
+	}
 	closed := make(chan struct{})
 	go func() { _ = d.Close(); close(closed) }()
 	select {

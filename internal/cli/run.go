@@ -48,7 +48,7 @@ func (n *nodeFlags) register(cmd *cobra.Command, works bool) {
 	}
 	f.DurationVar(&n.lease, "lease", 30*time.Second, "lease duration: how long a job stays ours without a heartbeat (a worker with --server uses the server's lease)")
 	f.DurationVar(&n.leaderTTL, "leader-ttl", 15*time.Second, "engine leadership lease")
-	f.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for running jobs")
+	f.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for running jobs and HTTP requests (0: it does not wait)")
 	f.BoolVar(&n.noEngine, "no-engine", false, "do not campaign to run the maintenance loops")
 	f.StringVar(&n.id, "id", envOr("DROVER_WORKER_ID", ""), "worker id (default host-pid-random; env DROVER_WORKER_ID)")
 	f.StringVar(&n.natsURL, "nats-url", os.Getenv("DROVER_NATS_URL"), "NATS JetStream server for wake-up pointers, e.g. nats://127.0.0.1:4222 (env DROVER_NATS_URL)")
@@ -170,7 +170,7 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		go func() {
 			serveErr <- server.ListenAndServe(ctx, srv, server.ListenConfig{
 				Addr: o.server.addr, TLSCertFile: o.server.tlsCert, TLSKeyFile: o.server.tlsKey,
-				ShutdownTimeout: n.shutdownTimeout, Ready: func(a net.Addr) { bound <- a.String() },
+				ShutdownTimeout: httpShutdown(n.shutdownTimeout), Ready: func(a net.Addr) { bound <- a.String() },
 			}, log)
 		}()
 		select {
@@ -224,8 +224,28 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 	err = stopWorker()
 	if o.server != nil {
 		if serr := <-serveErr; serr != nil && err == nil {
-			err = serr
+			err = g.stoppedServing(serr, n.shutdownTimeout)
 		}
+	}
+	return err
+}
+
+// httpShutdown is the server's ShutdownTimeout for --shutdown-timeout d: 0
+// means no wait, which the server spells as a negative timeout (its zero is
+// the default, 30 s).
+func httpShutdown(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// stoppedServing is stopped for the HTTP server: requests still running when
+// --shutdown-timeout ran out were canceled, which is the shutdown asked for.
+func (g *globals) stoppedServing(err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintf(g.stderr, "shutdown: HTTP requests still running after --shutdown-timeout %s were canceled\n", timeout)
+		return nil
 	}
 	return err
 }
