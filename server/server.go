@@ -324,9 +324,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // ListenConfig says where and how to serve.
 type ListenConfig struct {
-	Addr            string // [DefaultAddr]
-	TLSCertFile     string // TLS when both are set
-	TLSKeyFile      string
+	Addr        string // [DefaultAddr]
+	TLSCertFile string // TLS when both are set
+	TLSKeyFile  string
 	// ShutdownTimeout is how long shutdown waits for requests in flight
 	// [30s]; negative: it does not wait, and requests still running are
 	// canceled at once.

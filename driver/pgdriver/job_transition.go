@@ -503,7 +503,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	n := len(params)
 	ids, attempts, tokens := make(binArray[pgtype.Int8], 0, n), make(binArray[pgtype.Int4], 0, n), make(binArray[pgtype.UUID], 0, n)
 	results, reqs := make(binArray[pgtype.Text], 0, n), make(binArray[pgtype.Text], 0, n)
-	sent := make([]int64, n) // input position → ordinal in the statement (1-based); 0: not sent
+	sent := make([]int64, n)  // input position → ordinal in the statement (1-based); 0: not sent
 	repeat := make([]bool, n) // a later mention of a job the statement names
 	var now *time.Time
 	// Sent in id order, so concurrent batches take row locks in one order, and
