@@ -51,11 +51,11 @@ type result struct {
 // memSample is the process's live heap right after a GC the sampler forced
 // (runtime/metrics /gc/heap/live:bytes: the objects that GC marked), less what
 // the harness's tracker holds on the Go heap (nothing on unix: newTrackChunk),
-// at At seconds into the window. A GC the pacer starts counts as live whatever
-// the program allocated while it marked, which varies with the pacer's runway;
-// a forced GC's mark is short. Most of the heap is the jobs held and the batch
-// statements' buffers, so it still follows the database's speed (HISTORY.md,
-// twenty-fourth session).
+// at At seconds into the window. Every GC counts as live whatever the program
+// allocated while it marked; forcing it makes each sample a GC started at that
+// moment rather than wherever the pacer put its trigger. Most of the heap is
+// the jobs held and the batch statements' buffers, so it is a working set and
+// moves from run to run (HISTORY.md, twenty-fourth session).
 type memSample struct {
 	At       float64 `json:"at_s"`
 	HeapMiB  float64 `json:"heap_live_mib"`

@@ -522,13 +522,13 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			continue // refused alone; the rest of the batch goes on
 		}
 		token, err := uuid.Parse(p.LeaseToken)
-		if err == nil && named[p.ID] {
-			repeat[i] = true
-			continue
-		}
 		if err != nil || p.Attempt < 0 || p.Attempt > math.MaxInt32 {
 			// Diagnosed below: a malformed token never reaches the uuid cast,
 			// and an attempt past int4 is no job's (int32 would wrap it onto one).
+			continue
+		}
+		if named[p.ID] {
+			repeat[i] = true // run on its own below
 			continue
 		}
 		named[p.ID] = true
