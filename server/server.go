@@ -419,7 +419,8 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 	case <-ctx.Done():
 	}
 	close(shutdown) // ends long-polls so shutdown does not wait for them
-	sctx, cancel := context.WithTimeout(context.Background(), max(0, lc.ShutdownTimeout))
+	// A negative ShutdownTimeout gives a context already past its deadline.
+	sctx, cancel := context.WithTimeout(context.Background(), lc.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		cancelBase() // the handlers still running are canceled, their database calls with them

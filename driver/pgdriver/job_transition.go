@@ -496,6 +496,10 @@ const completePlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom
        set_config('enable_seqscan', 'off', true), set_config('enable_nestloop', 'off', true),
        set_config('jit', 'off', true)`
 
+// repeatMention marks, in completeMany, a later mention of a job the batch
+// statement names: it runs on its own after the statement.
+const repeatMention = -1
+
 // completeMany applies the completions; with idsOnly the outcomes of the jobs
 // the batch statement completed carry no job.
 func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParams, idsOnly bool) []driver.JobOutcome {
@@ -503,8 +507,9 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	n := len(params)
 	ids, attempts, tokens := make(binArray[pgtype.Int8], 0, n), make(binArray[pgtype.Int4], 0, n), make(binArray[pgtype.UUID], 0, n)
 	results, reqs := make(binArray[pgtype.Text], 0, n), make(binArray[pgtype.Text], 0, n)
-	sent := make([]int64, n)  // input position → ordinal in the statement (1-based); 0: not sent
-	repeat := make([]bool, n) // a later mention of a job the statement names
+	// input position → ordinal in the statement (1-based); 0: not sent;
+	// repeatMention: a later mention of a job the statement names
+	sent := make([]int64, n)
 	var now *time.Time
 	// Sent in id order, so concurrent batches take row locks in one order, and
 	// each job once: a later mention of a job runs on its own after the
@@ -528,7 +533,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			continue
 		}
 		if named[p.ID] {
-			repeat[i] = true // run on its own below
+			sent[i] = repeatMention // run on its own below
 			continue
 		}
 		named[p.ID] = true
@@ -575,11 +580,11 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		if out[i].Err != nil {
 			continue
 		}
-		if j, ok := done[sent[i]]; sent[i] != 0 && ok {
+		if j, ok := done[sent[i]]; sent[i] > 0 && ok {
 			out[i].Job = j // nil with idsOnly
 			continue
 		}
-		if repeat[i] {
+		if sent[i] == repeatMention {
 			out[i].Job, out[i].Err = d.JobComplete(ctx, p)
 			continue
 		}
