@@ -55,6 +55,7 @@ type Worker struct {
 	jobsCtx      context.Context         // parent of handler contexts
 	producers    sync.WaitGroup          // claim loops
 	jobs         sync.WaitGroup          // executions in flight
+	runners      *runners                // the goroutines executions run on
 	draining     atomic.Bool             // claimed jobs not yet started go back to queued
 	stats        WorkerStats
 }
@@ -205,6 +206,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.jobsCtx, w.cancelJobs = context.WithCancelCause(context.WithoutCancel(ctx))
 
 	w.be.start()
+	w.runners = newRunners()
+	w.runners.start(runnerIdle)
 
 	wakes := make(map[string]*queueWake, len(w.cfg.Queues))
 	names := make([]string, 0, len(w.cfg.Queues))
@@ -294,6 +297,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.cancelJobs(errShutdown)
 	w.be.stop()
+	w.runners.stop()
 	w.log.Info("worker stopped")
 	return err
 }
@@ -388,18 +392,18 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				running.Add(1)
 				pending.Add(1)
 				w.jobs.Add(1)
-				go func() {
-					// Called exactly once, by run, when the handler has
-					// returned, which for an abandoned handler may be after
-					// execute returns (handlerCall decides who calls it).
+				w.runners.run(func() {
+					// Each called exactly once: release when the handler has
+					// returned, ended when its outcome is written; for an
+					// abandoned handler, release comes last (see execution.run).
 					release := func() { running.Add(-1); signal() }
-					defer func() {
+					ended := func() {
 						pending.Add(-1)
 						signal()
 						w.jobs.Done()
-					}()
-					w.execute(j, release, leaseFrom, lease)
-				}()
+					}
+					w.execute(j, release, ended, leaseFrom, lease)
+				})
 			}
 			backlog = err == nil && len(jobs) == want
 			if backlog {

@@ -19,13 +19,23 @@ type localBackend struct {
 	drv driver.Driver
 	w   *Worker // for its config, log and stats
 
-	completions chan completion
+	// Successes waiting for the completer, in the order they came. Handing
+	// one over never waits: the jobs a worker holds are bounded already
+	// (produce's pending), and a goroutine blocked on a full channel here
+	// was a goroutine held per job again (see runners).
+	mu          sync.Mutex
+	waiting     []completion
+	closed      bool
+	wake        chan struct{} // a success is waiting, or closed is set
 	completerWG sync.WaitGroup
 }
 
+// completion is one success for the completer to write: the caller waits on
+// reply, or, handed over by completeAsync, x is told.
 type completion struct {
 	p     driver.CompleteParams
 	reply chan error
+	x     *execution
 }
 
 func newLocalBackend(drv driver.Driver, w *Worker) *localBackend {
@@ -33,13 +43,16 @@ func newLocalBackend(drv driver.Driver, w *Worker) *localBackend {
 }
 
 func (b *localBackend) start() {
-	b.completions = make(chan completion, b.w.cfg.CompletionBatch)
+	b.wake = make(chan struct{}, 1)
 	b.completerWG.Add(1)
 	go b.completer()
 }
 
 func (b *localBackend) stop() {
-	close(b.completions)
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.signal()
 	b.completerWG.Wait()
 }
 
@@ -92,13 +105,22 @@ func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (boo
 func (b *localBackend) complete(deadline time.Time, f driver.FenceParams, result json.RawMessage, retry bool) error {
 	f.RequestID = ""
 	reply := replyChans.Get().(chan error)
-	b.completions <- completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: reply}
+	b.hand(completion{p: driver.CompleteParams{FenceParams: f, Result: result}, reply: reply})
 	err := <-reply
 	replyChans.Put(reply) // empty again, and the completer answers each once
 	if retry && errors.Is(err, driver.ErrLeaseLost) {
 		return b.completedEarlier(deadline, f, err)
 	}
 	return err
+}
+
+// completeAsync hands x's success to the completer, which calls x.completed
+// with its answer once the batch is written. It sends no request_id, for the
+// reason complete gives.
+func (b *localBackend) completeAsync(x *execution) {
+	f := x.fence
+	f.RequestID = ""
+	b.hand(completion{p: driver.CompleteParams{FenceParams: f, Result: x.result}, x: x})
 }
 
 // completedEarlier answers a retried completion that found the lease lost: nil
@@ -149,32 +171,65 @@ func (b *localBackend) snooze(deadline time.Time, f driver.FenceParams, d time.D
 	return err
 }
 
-// completer writes completions in batches: whatever is waiting when a batch starts
-// goes into one transaction, so batching adds no delay when the worker is idle.
+// hand gives c to the completer.
+func (b *localBackend) hand(c completion) {
+	b.mu.Lock()
+	b.waiting = append(b.waiting, c)
+	first := len(b.waiting) == 1
+	b.mu.Unlock()
+	if first {
+		b.signal()
+	}
+}
+
+func (b *localBackend) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// completer writes completions in batches of up to CompletionBatch: whatever is
+// waiting when a batch starts goes into it, so batching adds no delay when the
+// worker is idle. It ends once stop was called and nothing waits.
 func (b *localBackend) completer() {
 	defer b.completerWG.Done()
-	for first := range b.completions {
-		batch := []completion{first}
-	fill:
-		for len(batch) < b.w.cfg.CompletionBatch {
-			select {
-			case c, ok := <-b.completions:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, c)
-			default:
-				break fill
-			}
+	var taken []completion
+	for {
+		b.mu.Lock()
+		for len(b.waiting) == 0 && !b.closed {
+			b.mu.Unlock()
+			<-b.wake
+			b.mu.Lock()
 		}
-		params := make([]driver.CompleteParams, len(batch))
-		for i, c := range batch {
-			params[i] = c.p
+		// Swapped, not copied: new successes go to the emptied slice while
+		// these are written.
+		taken, b.waiting = b.waiting, taken[:0]
+		b.mu.Unlock()
+		if len(taken) == 0 {
+			return // closed, and nothing waits
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		errs := b.drv.JobCompleteManyErrs(ctx, params)
-		cancel()
-		for i, c := range batch {
+		for i := 0; i < len(taken); i += b.w.cfg.CompletionBatch {
+			b.write(taken[i:min(len(taken), i+b.w.cfg.CompletionBatch)])
+		}
+		clear(taken)
+		taken = taken[:0]
+	}
+}
+
+// write writes one batch in a transaction and answers each completion.
+func (b *localBackend) write(batch []completion) {
+	params := make([]driver.CompleteParams, len(batch))
+	for i, c := range batch {
+		params[i] = c.p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	errs := b.drv.JobCompleteManyErrs(ctx, params)
+	cancel()
+	for i, c := range batch {
+		if c.x != nil {
+			c.x.completed(errs[i])
+		} else {
 			c.reply <- errs[i]
 		}
 	}

@@ -29,13 +29,16 @@ type outcome struct {
 	stopped   bool // its context ended by the worker's hard stop
 }
 
-// execute runs one started job to a reported end. It calls release once the
-// handler has returned, before the outcome is written; for a handler abandoned
-// after TimeoutGrace, only when it does return (see run).
+// execute runs one started job to a reported end, on the goroutine that called
+// it, which also runs the handler. It calls release once the handler has
+// returned, before the outcome is written, and ended once the outcome is
+// written (or given up on). For a handler abandoned after TimeoutGrace, the
+// outcome is written by another goroutine while the handler goes on, and
+// release is called only when it does return (see run).
 // leaseFrom is when the job's lease began, as near as the worker can tell
 // without overestimating it (see produce), and lease its length: the one the
 // server set for a remote worker, else LeaseDuration.
-func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease time.Duration) {
+func (w *Worker) execute(job *Job, release, ended func(), leaseFrom time.Time, lease time.Duration) {
 	began := time.Now()
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
 	log := jobLog{w.log, job}
@@ -45,6 +48,7 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 		// worker's. Its handler is not started.
 		w.giveBack(job, fence, log, release, began.Add(lease), "not run: its lease may have expired before its claim's answer arrived",
 			"lease", lease, "since_lease_began", began.Sub(leaseFrom).Round(time.Millisecond))
+		ended()
 		return
 	}
 	if w.draining.Load() {
@@ -54,41 +58,155 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 		// was already canceled, and a job on its last attempt failed without
 		// a run.
 		w.giveBack(job, fence, log, release, began.Add(lease), "not run: the worker is stopping")
+		ended()
 		return
 	}
-	h := w.cfg.Workers.get(job.Kind)
+	x := &execution{w: w, job: job, fence: fence, began: began, lease: lease, release: release, ended: ended}
+	x.h = w.cfg.Workers.get(job.Kind)
 	timeout := job.Timeout
-	if timeout == 0 && h != nil {
-		timeout = h.timeout
+	if timeout == 0 && x.h != nil {
+		timeout = x.h.timeout
 	}
 	if timeout == 0 {
 		timeout = w.cfg.DefaultTimeout
 	}
-	ctx, cancel := context.WithCancelCause(w.jobsCtx)
-	defer cancel(nil)
+	x.ctx, x.cancel = context.WithCancelCause(w.jobsCtx)
 	if timeout > 0 {
 		// Counted from when the lease began, as the database counts the
 		// timeout that caps it (started_at + timeout + lease): counted from
 		// the answer's arrival, a late answer's handler and its grace
 		// outlived that cap, and the job was reaped and run again while this
 		// worker still ran it.
-		var cancelT context.CancelFunc
-		ctx, cancelT = context.WithDeadlineCause(ctx, leaseFrom.Add(timeout), timeoutError(timeout))
-		defer cancelT()
+		x.ctx, x.cancelT = context.WithDeadlineCause(x.ctx, leaseFrom.Add(timeout), timeoutError(timeout))
 	}
+	x.hb = w.startHeartbeat(fence, x.cancel, leaseFrom, lease)
+	x.run(w.grace(lease))
+}
 
-	hb := w.startHeartbeat(fence, cancel, leaseFrom, lease)
-	o := w.run(ctx, h, job, release, w.grace(lease))
-	hb.stop()
+// execution is one job's run, from its handler's start to its reported end.
+type execution struct {
+	w       *Worker
+	job     *Job
+	h       *kindHandler
+	fence   driver.FenceParams
+	began   time.Time
+	lease   time.Duration
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	cancelT context.CancelFunc // the timeout's, if any
+	hb      *heartbeater
+	release func() // frees the handler's slot
+	ended   func() // the outcome is written
+
+	// Who had the last word, the handler returning (callAnswered) or the
+	// worker giving up on it (callAbandoned); only the first of the two
+	// happens.
+	state        atomic.Int32
+	stopWatching func() bool                // stops the watch that arms grace
+	grace        atomic.Pointer[time.Timer] // armed once ctx ends
+
+	// The report (see report).
+	o        outcome
+	result   json.RawMessage // of a success
+	f        failure
+	snooze   time.Duration
+	snoozed  bool
+	deadline time.Time // of the report's attempts
+}
+
+const (
+	callRunning = iota
+	callAnswered
+	callAbandoned
+)
+
+// run calls the handler, turning a panic into an error with its stack, then
+// calls release and writes the outcome (finish). It gives up on a handler that
+// does not return within graceFor after its context ended: the outcome is then
+// that it was abandoned, written by the grace timer's goroutine, and the slot
+// stays taken until the handler does return, so the queue's concurrency bounds
+// the handlers really running: a handler that ignores its context still holds
+// whatever it was using, and on a queue whose every slot is taken this worker
+// cannot start the job's retry beside it.
+func (x *execution) run(graceFor time.Duration) {
+	if x.h == nil {
+		x.stopWatching = func() bool { return true }
+		x.answered(outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, x.job.Kind)})
+		return
+	}
+	x.stopWatching = context.AfterFunc(x.ctx, func() {
+		// The context ended: the handler has graceFor to return.
+		x.grace.Store(time.AfterFunc(graceFor, func() { x.abandon(graceFor) }))
+	})
+	x.answered(x.call())
+}
+
+// call is the handler's outcome. A handler that ends the goroutine
+// (runtime.Goexit, t.FailNow in a handler, say) has no value and no panic, but
+// is over: call's deferred function answers for it as the goroutine unwinds;
+// without an answer the job would hold its slot and lease until its timeout,
+// or for ever.
+func (x *execution) call() (o outcome) {
+	returned := false
+	defer func() {
+		if r := recover(); r != nil {
+			o = outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}}
+		} else if !returned {
+			x.answered(outcome{err: errHandlerGoexit})
+		}
+	}()
+	res, err := x.h.run(x.ctx, x.job)
+	returned = true
+	return outcome{result: res, err: err}
+}
+
+// answered takes the handler's outcome o: it frees the slot and, unless the
+// handler was given up on already, writes o.
+func (x *execution) answered(o outcome) {
+	if !x.stopWatching() {
+		if t := x.grace.Load(); t != nil {
+			t.Stop() // if it was armed too late to be stopped here, it finds the call answered
+		}
+	}
+	if !x.state.CompareAndSwap(callRunning, callAnswered) {
+		x.release() // given up on: the outcome was written, the slot waited for this
+		return
+	}
+	x.release()
+	x.finish(o)
+}
+
+// abandon gives up on a handler that did not return within graceFor after its
+// context ended, unless it has returned since.
+func (x *execution) abandon(graceFor time.Duration) {
+	if !x.state.CompareAndSwap(callRunning, callAbandoned) {
+		return
+	}
+	// The cause is finish's to add (it does for a timeout or a shutdown).
+	w := x.w
+	w.stats.Abandoned.Add(1)
+	w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
+		"job", x.job.ID, "kind", x.job.Kind, "attempt", x.job.Attempt, "grace", graceFor, "cause", context.Cause(x.ctx))
+	x.finish(outcome{err: fmt.Errorf("handler did not return within %s after its context ended; %w (its slot stays taken until it returns)",
+		graceFor, errAbandoned), abandoned: true})
+}
+
+// finish stops the heartbeat and writes the outcome o, unless the job is no
+// longer ours.
+func (x *execution) finish(o outcome) {
+	w, job := x.w, x.job
+	log := jobLog{w.log, job}
+	x.hb.stop()
 	o.err = readable(o.err) // before anything below reads it
 
-	cause := context.Cause(ctx)
+	cause := context.Cause(x.ctx)
 	switch {
 	case errors.Is(cause, errLeaseLost), errors.Is(cause, errCanceled):
 		// The job is no longer ours: whatever we report would be rejected.
 		w.stats.LeaseLost.Add(1)
 		w.observeLeaseLost(job)
 		log.Info("handler stopped", "reason", cause)
+		x.done()
 		return
 	case errors.Is(cause, errLeaseUncertain):
 		// Heartbeats failed, but the lease may still be ours: report what the
@@ -114,7 +232,17 @@ func (w *Worker) execute(job *Job, release func(), leaseFrom time.Time, lease ti
 			o.err = fmt.Errorf("%v: %w", cause, o.err)
 		}
 	}
-	w.report(log, job, h, fence, o, began, lease)
+	x.report(o)
+}
+
+// done ends the execution once its outcome is written or given up on: it
+// releases the job's contexts and calls ended.
+func (x *execution) done() {
+	if x.cancelT != nil {
+		x.cancelT()
+	}
+	x.cancel(nil)
+	x.ended()
 }
 
 // readable returns err, or, if reading it panics (a typed nil pointer whose
@@ -293,101 +421,9 @@ func (j jobLog) Info(msg string, args ...any)  { j.log(slog.LevelInfo, msg, args
 func (j jobLog) Warn(msg string, args ...any)  { j.log(slog.LevelWarn, msg, args) }
 func (j jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, args) }
 
-// run calls the handler, turning a panic into an error with its stack, and
-// calls release when it has returned. It gives up on a handler that does not
-// return within TimeoutGrace after its context ended: its outcome is then that
-// it was abandoned, and its slot stays taken until it does return, so the
-// queue's concurrency bounds the handlers really running: a handler that
-// ignores its context still holds whatever it was using, and on a queue whose
-// every slot is taken this worker cannot start the job's retry beside it.
-func (w *Worker) run(ctx context.Context, h *kindHandler, job *Job, release func(), graceFor time.Duration) outcome {
-	if h == nil {
-		release()
-		return outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, job.Kind)}
-	}
-	call := handlerCalls.Get().(*handlerCall)
-	call.state.Store(callRunning)
-	call.release = release
-	go func() {
-		returned := false
-		defer func() {
-			if r := recover(); r != nil {
-				call.answer(outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}})
-			} else if !returned {
-				// runtime.Goexit (t.FailNow in a handler, say): no value and no
-				// panic, but the handler is over; without an answer the job would
-				// hold its slot and lease until its timeout, or for ever.
-				call.answer(outcome{err: errHandlerGoexit})
-			}
-		}()
-		res, err := h.run(ctx, job)
-		returned = true
-		call.answer(outcome{result: res, err: err})
-	}()
-	select {
-	case o := <-call.ch:
-		return call.received(o)
-	case <-ctx.Done():
-	}
-	grace := time.NewTimer(graceFor)
-	defer grace.Stop()
-	select {
-	case o := <-call.ch:
-		return call.received(o)
-	case <-grace.C:
-		if !call.state.CompareAndSwap(callRunning, callAbandoned) {
-			return call.received(<-call.ch) // it returned just now: its answer is on its way
-		}
-		// The call is left to the handler, not recycled: it releases the slot.
-		// The cause is execute's to add (it does for a timeout or a shutdown).
-		w.stats.Abandoned.Add(1)
-		w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
-			"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "grace", graceFor, "cause", context.Cause(ctx))
-		return outcome{err: fmt.Errorf("handler did not return within %s after its context ended; %w (its slot stays taken until it returns)",
-			graceFor, errAbandoned), abandoned: true}
-	}
-}
-
 // errHandlerGoexit is the outcome of a handler that ended its goroutine with
 // runtime.Goexit instead of returning.
 var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of returning")
-
-// handlerCall is one call of a handler: the channel it answers on, and who had
-// the last word, the handler returning (answered) or run giving up on it
-// (abandoned); only the first of the two happens. Calls are recycled (a
-// busy worker makes one per job), each once its answer was received.
-type handlerCall struct {
-	ch      chan outcome // buffered: the handler never waits to answer
-	state   atomic.Int32
-	release func() // frees the handler's slot
-}
-
-const (
-	callRunning = iota
-	callAnswered
-	callAbandoned
-)
-
-var handlerCalls = sync.Pool{New: func() any { return &handlerCall{ch: make(chan outcome, 1)} }}
-
-// answer is the handler's outcome: for run, or, if run gave up on the handler,
-// only the release of its slot, which waited for it.
-func (c *handlerCall) answer(o outcome) {
-	if c.state.CompareAndSwap(callRunning, callAnswered) {
-		c.ch <- o
-		return
-	}
-	c.release()
-}
-
-// received recycles c once run has its answer o, and frees the slot.
-func (c *handlerCall) received(o outcome) outcome {
-	release := c.release
-	c.release = nil
-	handlerCalls.Put(c)
-	release()
-	return o
-}
 
 // heartbeater runs a job's heartbeat loop, which starts only once the job has run
 // for one HeartbeatInterval. Most jobs end before that, and a goroutine, a ticker
@@ -502,20 +538,27 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseF
 // report writes the outcome, retrying transient errors with the same request_id
 // (so a write that committed before its answer was lost is not applied twice;
 // a library worker's completion is recognised by its fence instead, see
-// localBackend.complete) until the lease would have expired. An answer that says retrying cannot help —
-// the lease is lost, or the server refused the request — ends it at once.
+// localBackend.complete) until the lease would have expired. An answer that
+// says retrying cannot help — the lease is lost, or the server refused the
+// request — ends it at once. Then it calls x.done.
 //
-// A success, the common case, allocates little: what a failure needs is worked
-// out in classify, and the log line's arguments are built only when it is
-// written.
-func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.FenceParams, o outcome, began time.Time, lease time.Duration) {
-	deadline := time.Now().Add(lease)
-	var result json.RawMessage
+// A library worker's success, the common case, is handed to the batching
+// completer without waiting for it: the completer calls x.completed once the
+// batch is written, and only a failed write brings the job back to a goroutine
+// of its own. A job in flight so holds no goroutine while its completion
+// waits for its batch; when each did, a busy worker kept thousands of them
+// parked, which the GC scanned at every cycle and woke one by one.
+//
+// A success allocates little: what a failure needs is worked out in classify,
+// and the log line's arguments are built only when it is written.
+func (x *execution) report(o outcome) {
+	w, job := x.w, x.job
+	x.deadline = time.Now().Add(x.lease)
 	if o.err == nil {
-		result = jsonNull
+		x.result = jsonNull
 		if o.result != nil {
 			var err error
-			if result, err = encodeResult(o.result); err != nil {
+			if x.result, err = encodeResult(o.result); err != nil {
 				if _, panicked := err.(*PanicError); panicked { // ours: its stack is kept
 					o.err = Permanent(fmt.Errorf("encode result of kind %q: %w", job.Kind, err))
 				} else {
@@ -523,17 +566,15 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 					// MarshalJSON's) errors in the chain the worker walks.
 					o.err = Permanent(fmt.Errorf("encode result of kind %q: %v", job.Kind, err))
 				}
-			} else if err = driver.CheckResult(result); err != nil {
+			} else if err = driver.CheckResult(x.result); err != nil {
 				// Retrying would only fail the same way; say why, once.
 				o.err = Permanent(fmt.Errorf("result of kind %q cannot be stored: %w", job.Kind, err))
 			}
 		}
 	}
-	var f failure
-	var snooze time.Duration
-	var snoozed bool
+	x.o = o
 	if o.err != nil {
-		f, snooze, snoozed = w.classify(job, h, o.err, o.stopped)
+		x.f, x.snooze, x.snoozed = w.classify(job, x.h, o.err, o.stopped)
 		if o.abandoned {
 			// The handler may still be running: its job runs again no sooner
 			// than its lease, renewed at most a lease ago, would have expired,
@@ -541,56 +582,66 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 			// worker ran it beside the abandoned handler at once; a remote
 			// worker's server applies its own backoff, so the delay is asked
 			// of it (retry_after_seconds).
-			f.retryDelay = max(f.retryDelay, lease)
-			f.minDelay = lease
+			x.f.retryDelay = max(x.f.retryDelay, x.lease)
+			x.f.minDelay = x.lease
 		}
 	}
-	if _, local := w.be.(*localBackend); !local || o.err != nil {
+	local, isLocal := w.be.(*localBackend)
+	if !isLocal || o.err != nil {
 		// A library worker's completions go without one (localBackend.complete).
-		fence.RequestID = newRequestID()
+		x.fence.RequestID = newRequestID()
 	}
-	var outcome string
+	if isLocal && o.err == nil {
+		local.completeAsync(x)
+		return
+	}
+	x.reportFrom(nil)
+}
+
+// completed is the answer to a success handed to the completer (see report):
+// err is the batch's answer for this job.
+func (x *execution) completed(err error) {
+	if err == nil {
+		x.reported("succeeded")
+		return
+	}
+	x.w.runners.run(func() { x.reportFrom(err) })
+}
+
+// reportFrom is report's loop of attempts; first, if not nil, is the answer
+// to a first attempt already made.
+func (x *execution) reportFrom(first error) {
+	w, log := x.w, jobLog{x.w.log, x.job}
 	refused := false // a report was refused and replaced by a failure
-	for wait, retry := 50*time.Millisecond, false; ; wait, retry = min(2*wait, 2*time.Second), true {
+	for wait, retry := 50*time.Millisecond, first != nil; ; wait, retry = min(2*wait, 2*time.Second), true {
 		var err error
+		var outcome string
 		switch {
-		case o.err == nil:
-			err = w.be.complete(deadline, fence, result, retry)
-			if err == nil {
-				w.stats.Succeeded.Add(1)
-				outcome = "succeeded"
-			}
-		case snoozed:
-			err = w.be.snooze(deadline, fence, snooze)
-			if err == nil {
-				w.stats.Snoozed.Add(1)
-				outcome = "snoozed"
-			}
+		case first != nil:
+			err, first = first, nil
+		case x.o.err == nil:
+			err = w.be.complete(x.deadline, x.fence, x.result, retry)
+			outcome = "succeeded"
+		case x.snoozed:
+			err = w.be.snooze(x.deadline, x.fence, x.snooze)
+			outcome = "snoozed"
 		default:
 			var dead bool
-			dead, err = w.be.fail(deadline, fence, f)
-			if err == nil && dead {
-				w.stats.Failed.Add(1)
+			dead, err = w.be.fail(x.deadline, x.fence, x.f)
+			outcome = "retried"
+			if dead {
 				outcome = "failed"
-			} else if err == nil {
-				w.stats.Retried.Add(1)
-				outcome = "retried"
 			}
 		}
 		if err == nil {
-			if log.enabled(slog.LevelInfo) {
-				log.Info("job finished", "outcome", outcomeName(o.err), "took", time.Since(began).Round(time.Microsecond))
-			}
-			if obs := w.cfg.Observer; obs != nil {
-				took := time.Since(began)
-				w.observe(func() { obs.Finished(job, outcome, took) })
-			}
+			x.reported(outcome)
 			return
 		}
 		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
 			w.stats.LeaseLost.Add(1)
-			w.observeLeaseLost(job)
+			w.observeLeaseLost(x.job)
 			log.Warn("result rejected: the lease was lost", "err", err)
+			x.done()
 			return
 		}
 		if !retryable(err) {
@@ -601,24 +652,50 @@ func (w *Worker) report(log jobLog, job *Job, h *kindHandler, fence driver.Fence
 				// expires and the reaper counts the execution again.
 				refused = true
 				log.Error("result refused; reporting a failure instead", "err", err)
-				f = refusedFailure(o.err, snoozed, f, err)
-				o.err, snoozed = errors.New(f.err), false
+				x.f = refusedFailure(x.o.err, x.snoozed, x.f, err)
+				x.o.err, x.snoozed = errors.New(x.f.err), false
 				continue
 			}
 			log.Error("result refused; the job will be retried after its lease expires", "err", err)
+			x.done()
 			return
 		}
-		if time.Now().Add(wait).After(deadline) {
+		if time.Now().Add(wait).After(x.deadline) {
 			msg := "could not record the result; the job will be retried after its lease expires"
 			if errors.Is(err, errRetryCheck) { // an earlier try may have been applied: the job may be done
 				msg = "could not tell whether the result was recorded; if it was not, the job will be retried after its lease expires"
 			}
 			log.Error(msg, "err", err)
+			x.done()
 			return
 		}
 		log.Warn("recording the result failed; retrying", "err", err)
 		time.Sleep(wait) // backoff between attempts to reach the store
 	}
+}
+
+// reported counts and logs a written outcome, tells the observer, and ends
+// the execution.
+func (x *execution) reported(outcome string) {
+	w, log := x.w, jobLog{x.w.log, x.job}
+	switch outcome {
+	case "succeeded":
+		w.stats.Succeeded.Add(1)
+	case "snoozed":
+		w.stats.Snoozed.Add(1)
+	case "failed":
+		w.stats.Failed.Add(1)
+	case "retried":
+		w.stats.Retried.Add(1)
+	}
+	if log.enabled(slog.LevelInfo) {
+		log.Info("job finished", "outcome", outcomeName(x.o.err), "took", time.Since(x.began).Round(time.Microsecond))
+	}
+	if obs := w.cfg.Observer; obs != nil {
+		took := time.Since(x.began)
+		w.observe(func() { obs.Finished(x.job, outcome, took) })
+	}
+	x.done()
 }
 
 // refusedFailure is the failure reported in place of an outcome the server
