@@ -51,8 +51,10 @@ type Worker struct {
 	started      bool
 	stopped      bool                    // Stop was called; a later Stop returns at once
 	cancelClaims context.CancelFunc      // stops claiming and the wake-up subscription
-	cancelJobs   context.CancelCauseFunc // cancels every running handler (hard stop)
-	jobsCtx      context.Context         // parent of handler contexts
+	cancelJobs   context.CancelCauseFunc // cancels claims under way (hard stop); see hardStop
+	jobsCtx      context.Context         // of claims; ends at the hard stop
+	jobsBase     context.Context         // Start's context's values, never canceled: of handler contexts
+	running      runningJobs             // executions whose outcome is not yet written
 	producers    sync.WaitGroup          // claim loops
 	jobs         sync.WaitGroup          // executions in flight
 	runners      *runners                // the goroutines executions run on
@@ -203,7 +205,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.started = true
 	claimCtx, cancelClaims := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancelClaims = cancelClaims
-	w.jobsCtx, w.cancelJobs = context.WithCancelCause(context.WithoutCancel(ctx))
+	w.jobsBase = context.WithoutCancel(ctx)
+	w.jobsCtx, w.cancelJobs = context.WithCancelCause(w.jobsBase)
 
 	w.be.start()
 	w.runners = newRunners()
@@ -278,7 +281,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-claims:
 	case <-ctx.Done():
 		w.log.Warn("shutdown deadline reached; canceling running jobs")
-		w.cancelJobs(errShutdown)
+		w.hardStop()
 		<-claims
 		err = ctx.Err()
 	}
@@ -291,15 +294,76 @@ func (w *Worker) Stop(ctx context.Context) error {
 		if err == nil {
 			w.log.Warn("shutdown deadline reached; canceling running jobs")
 		}
-		w.cancelJobs(errShutdown)
+		w.hardStop()
 		<-done
 		err = ctx.Err()
 	}
-	w.cancelJobs(errShutdown)
+	w.hardStop()
 	w.be.stop()
 	w.runners.stop()
 	w.log.Info("worker stopped")
 	return err
+}
+
+// hardStop cancels the claims under way and every running handler's context,
+// with errShutdown as the cause.
+func (w *Worker) hardStop() {
+	w.cancelJobs(errShutdown)
+	w.running.stop(errShutdown)
+}
+
+// runningJobs is a worker's executions whose outcome is not yet written, for
+// the hard stop to cancel.
+type runningJobs struct {
+	mu      sync.Mutex
+	head    *execution
+	stopped error // the hard stop's cause, once it came
+}
+
+// add adds x; after the hard stop, x's context is canceled at once.
+func (r *runningJobs) add(x *execution) {
+	r.mu.Lock()
+	x.next = r.head
+	if r.head != nil {
+		r.head.prev = x
+	}
+	r.head = x
+	stopped := r.stopped
+	r.mu.Unlock()
+	if stopped != nil {
+		x.end(stopped)
+	}
+}
+
+func (r *runningJobs) remove(x *execution) {
+	r.mu.Lock()
+	if x.prev != nil {
+		x.prev.next = x.next
+	} else if r.head == x {
+		r.head = x.next
+	}
+	if x.next != nil {
+		x.next.prev = x.prev
+	}
+	x.prev, x.next = nil, nil
+	r.mu.Unlock()
+}
+
+// stop cancels the context of every execution, and of every one added later,
+// with cause.
+func (r *runningJobs) stop(cause error) {
+	r.mu.Lock()
+	if r.stopped == nil {
+		r.stopped = cause
+	}
+	var all []*execution
+	for x := r.head; x != nil; x = x.next {
+		all = append(all, x)
+	}
+	r.mu.Unlock()
+	for _, x := range all {
+		x.end(cause)
+	}
 }
 
 // Run starts the worker and stops it gracefully, waiting up to shutdownTimeout,

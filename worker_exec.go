@@ -70,17 +70,33 @@ func (w *Worker) execute(job *Job, release, ended func(), leaseFrom time.Time, l
 	if timeout == 0 {
 		timeout = w.cfg.DefaultTimeout
 	}
-	x.ctx, x.cancel = context.WithCancelCause(w.jobsCtx)
+	graceFor := w.grace(lease)
+	// The handler's context: canceled with a cause (x.end) by the heartbeat
+	// or the hard stop, and, inside it, the timeout's. Neither is a child of
+	// a context every job shares (the hard stop finds each job in w.running
+	// instead): registering with one, and leaving it, took a lock every job
+	// took, twice.
+	ctx := w.jobsBase
 	if timeout > 0 {
 		// Counted from when the lease began, as the database counts the
 		// timeout that caps it (started_at + timeout + lease): counted from
 		// the answer's arrival, a late answer's handler and its grace
 		// outlived that cap, and the job was reaped and run again while this
 		// worker still ran it.
-		x.ctx, x.cancelT = context.WithDeadlineCause(x.ctx, leaseFrom.Add(timeout), timeoutError(timeout))
+		deadline := leaseFrom.Add(timeout)
+		ctx, x.cancelT = context.WithDeadlineCause(ctx, deadline, timeoutError(timeout))
+		x.giveUpAt = deadline.Add(graceFor)
 	}
-	x.hb = w.startHeartbeat(fence, x.cancel, leaseFrom, lease)
-	x.run(w.grace(lease))
+	x.ctx, x.cancel = context.WithCancelCause(ctx)
+	interval, _ := w.heartbeatTiming(lease)
+	// The first heartbeat is due one interval into the lease, which runs from
+	// the claim's sending, not from the handler's start.
+	x.hbAt, x.leaseFrom, x.graceFor = leaseFrom.Add(interval), leaseFrom, graceFor
+	x.mu.Lock() // tick waits for x.timer
+	x.timer = time.AfterFunc(x.nextDue(began), x.tick)
+	x.mu.Unlock()
+	w.running.add(x)
+	x.run()
 }
 
 // execution is one job's run, from its handler's start to its reported end.
@@ -94,16 +110,28 @@ type execution struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	cancelT context.CancelFunc // the timeout's, if any
-	hb      *heartbeater
-	release func() // frees the handler's slot
-	ended   func() // the outcome is written
+	release func()             // frees the handler's slot
+	ended   func()             // the outcome is written
+
+	// One timer a job (tick) starts its heartbeat loop, at hbAt, and gives up
+	// on a handler that has not returned at giveUpAt: graceFor after its
+	// context ended, which, for a timeout, is known from the start. Most jobs
+	// end before either, and the timer is stopped unfired.
+	timer      *time.Timer
+	leaseFrom  time.Time
+	graceFor   time.Duration
+	mu         sync.Mutex
+	hbAt       time.Time // zero once the loop started
+	giveUpAt   time.Time // zero: none (no timeout, and the context has not ended)
+	timerDone  bool      // stopTimer was called
+	hbQuit     chan struct{}
+	hbDone     chan struct{}
+	prev, next *execution // in w.running
 
 	// Who had the last word, the handler returning (callAnswered) or the
 	// worker giving up on it (callAbandoned); only the first of the two
 	// happens.
-	state        atomic.Int32
-	stopWatching func() bool                // stops the watch that arms grace
-	grace        atomic.Pointer[time.Timer] // armed once ctx ends
+	state atomic.Int32
 
 	// The report (see report).
 	o        outcome
@@ -128,16 +156,11 @@ const (
 // the handlers really running: a handler that ignores its context still holds
 // whatever it was using, and on a queue whose every slot is taken this worker
 // cannot start the job's retry beside it.
-func (x *execution) run(graceFor time.Duration) {
+func (x *execution) run() {
 	if x.h == nil {
-		x.stopWatching = func() bool { return true }
 		x.answered(outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, x.job.Kind)})
 		return
 	}
-	x.stopWatching = context.AfterFunc(x.ctx, func() {
-		// The context ended: the handler has graceFor to return.
-		x.grace.Store(time.AfterFunc(graceFor, func() { x.abandon(graceFor) }))
-	})
 	x.answered(x.call())
 }
 
@@ -163,11 +186,6 @@ func (x *execution) call() (o outcome) {
 // answered takes the handler's outcome o: it frees the slot and, unless the
 // handler was given up on already, writes o.
 func (x *execution) answered(o outcome) {
-	if !x.stopWatching() {
-		if t := x.grace.Load(); t != nil {
-			t.Stop() // if it was armed too late to be stopped here, it finds the call answered
-		}
-	}
 	if !x.state.CompareAndSwap(callRunning, callAnswered) {
 		x.release() // given up on: the outcome was written, the slot waited for this
 		return
@@ -176,9 +194,89 @@ func (x *execution) answered(o outcome) {
 	x.finish(o)
 }
 
+// end cancels the handler's context with cause, and gives the handler its
+// grace from now to return.
+func (x *execution) end(cause error) {
+	x.cancel(cause)
+	now := time.Now()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if at := now.Add(x.graceFor); !x.timerDone && (x.giveUpAt.IsZero() || at.Before(x.giveUpAt)) {
+		x.giveUpAt = at
+		x.timer.Reset(x.nextDue(now))
+	}
+}
+
+// nextDue is how long from now until the timer is next due; with x.mu held,
+// or before the timer exists.
+func (x *execution) nextDue(now time.Time) time.Duration {
+	next := x.hbAt
+	if next.IsZero() || (!x.giveUpAt.IsZero() && x.giveUpAt.Before(next)) {
+		next = x.giveUpAt
+	}
+	if next.IsZero() {
+		return maxTimer // nothing left due; never reached
+	}
+	return next.Sub(now)
+}
+
+// maxTimer stands for "never" as a timer's duration.
+const maxTimer = time.Duration(1<<63 - 1)
+
+// tick is the timer's: it starts the heartbeat loop, or gives up on the
+// handler, whichever is due, and sets the timer for the other.
+func (x *execution) tick() {
+	now := time.Now()
+	x.mu.Lock()
+	if x.timerDone {
+		x.mu.Unlock()
+		return
+	}
+	startHB := !x.hbAt.IsZero() && !now.Before(x.hbAt)
+	if startHB {
+		x.hbAt = time.Time{}
+		x.hbQuit, x.hbDone = make(chan struct{}), make(chan struct{})
+	}
+	giveUp := !x.giveUpAt.IsZero() && !now.Before(x.giveUpAt)
+	if giveUp {
+		x.giveUpAt = time.Time{}
+	}
+	if !x.hbAt.IsZero() || !x.giveUpAt.IsZero() {
+		x.timer.Reset(x.nextDue(now))
+	}
+	quit, done := x.hbQuit, x.hbDone
+	x.mu.Unlock()
+	if giveUp {
+		if startHB {
+			go x.abandon() // reports: the loop below is this goroutine's
+		} else {
+			x.abandon()
+		}
+	}
+	if startHB {
+		defer close(done)
+		x.w.heartbeat(x.fence, x.end, quit, x.leaseFrom, x.lease)
+	}
+}
+
+// stopTimer stops the timer, and the heartbeat loop if it started, and waits
+// for the loop to end.
+func (x *execution) stopTimer() {
+	x.mu.Lock()
+	x.timerDone = true
+	quit, done := x.hbQuit, x.hbDone
+	x.mu.Unlock()
+	x.timer.Stop()
+	if quit != nil {
+		close(quit)
+		<-done
+	}
+}
+
 // abandon gives up on a handler that did not return within graceFor after its
 // context ended, unless it has returned since.
-func (x *execution) abandon(graceFor time.Duration) {
+func (x *execution) abandon() {
+	graceFor := x.graceFor
 	if !x.state.CompareAndSwap(callRunning, callAbandoned) {
 		return
 	}
@@ -196,7 +294,7 @@ func (x *execution) abandon(graceFor time.Duration) {
 func (x *execution) finish(o outcome) {
 	w, job := x.w, x.job
 	log := jobLog{w.log, job}
-	x.hb.stop()
+	x.stopTimer()
 	o.err = readable(o.err) // before anything below reads it
 
 	cause := context.Cause(x.ctx)
@@ -238,10 +336,11 @@ func (x *execution) finish(o outcome) {
 // done ends the execution once its outcome is written or given up on: it
 // releases the job's contexts and calls ended.
 func (x *execution) done() {
+	x.w.running.remove(x)
+	x.cancel(nil)
 	if x.cancelT != nil {
 		x.cancelT()
 	}
-	x.cancel(nil)
 	x.ended()
 }
 
@@ -425,51 +524,6 @@ func (j jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, arg
 // runtime.Goexit instead of returning.
 var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of returning")
 
-// heartbeater runs a job's heartbeat loop, which starts only once the job has run
-// for one HeartbeatInterval. Most jobs end before that, and a goroutine, a ticker
-// and two channels for every job were a large share of a busy worker's
-// allocations and of the goroutine stacks each GC cycle scans.
-type heartbeater struct {
-	timer   *time.Timer
-	mu      sync.Mutex
-	stopped bool
-	quit    chan struct{} // set when the loop starts
-	done    chan struct{}
-}
-
-// startHeartbeat arms the job's heartbeat loop (see heartbeat); stop ends it.
-func (w *Worker) startHeartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, leaseFrom time.Time, lease time.Duration) *heartbeater {
-	hb := &heartbeater{}
-	interval, _ := w.heartbeatTiming(lease)
-	// The first heartbeat is due one interval into the lease, which runs from
-	// the claim's sending, not from the handler's start.
-	hb.timer = time.AfterFunc(time.Until(leaseFrom.Add(interval)), func() {
-		hb.mu.Lock()
-		if hb.stopped {
-			hb.mu.Unlock()
-			return
-		}
-		hb.quit, hb.done = make(chan struct{}), make(chan struct{})
-		hb.mu.Unlock()
-		defer close(hb.done)
-		w.heartbeat(fence, cancel, hb.quit, leaseFrom, lease)
-	})
-	return hb
-}
-
-// stop ends the heartbeat loop and waits for it, or keeps it from starting.
-func (hb *heartbeater) stop() {
-	hb.mu.Lock()
-	hb.stopped = true
-	quit, done := hb.quit, hb.done
-	hb.mu.Unlock()
-	hb.timer.Stop()
-	if quit != nil {
-		close(quit)
-		<-done
-	}
-}
-
 // heartbeat extends the lease now and every HeartbeatInterval until stop closes.
 // It cancels the handler when the job was canceled, when the lease is lost, and
 // when heartbeats kept failing: a margin before the lease last known good would
@@ -480,7 +534,7 @@ func (hb *heartbeater) stop() {
 // half the time between the next heartbeat and the lease's end if that is
 // shorter (an interval close to the lease), so that a heartbeat is always sent
 // before the worker gives up.
-func (w *Worker) heartbeat(fence driver.FenceParams, cancel context.CancelCauseFunc, stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
+func (w *Worker) heartbeat(fence driver.FenceParams, cancel func(cause error), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
 	interval, margin := w.heartbeatTiming(lease)
 	giveUp := leaseFrom.Add(lease - margin)
 	lost := func() {
