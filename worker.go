@@ -614,7 +614,9 @@ type Observer interface {
 	// Claimed: n jobs of queue were claimed and started.
 	Claimed(queue string, n int)
 	// Finished: the outcome of job (succeeded, retried, failed or snoozed) was
-	// recorded after it ran for took.
+	// recorded after it ran for took. A library worker's successes are told
+	// by the goroutine that writes them, batch by batch: one that blocks holds
+	// up every completion of the worker.
 	Finished(job *Job, outcome string, took time.Duration)
 	// LeaseLost: the job was no longer ours (lease expired, canceled, or a report
 	// was refused as stale).
