@@ -305,6 +305,52 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return err
 }
 
+// claimGroup is what the jobs of one claim share: when their leases began,
+// and, for each timeout among them, the context that ends at it, the parent of
+// each job's own. Every job of a claim has the same deadline for the same
+// timeout, so one timer a claim and timeout stands in for a timer a job.
+type claimGroup struct {
+	base      context.Context // of every deadline context
+	leaseFrom time.Time       // when the jobs' leases began (see produce)
+	left      atomic.Int64    // jobs whose outcome is not yet written (or given up on)
+	mu        sync.Mutex
+	deadlines []groupDeadline // one a timeout; most claims have one
+}
+
+type groupDeadline struct {
+	timeout time.Duration
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// deadline is the context that ends timeout after the leases began, with
+// timeoutError(timeout) as its cause.
+func (g *claimGroup) deadline(timeout time.Duration) context.Context {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, d := range g.deadlines {
+		if d.timeout == timeout {
+			return d.ctx
+		}
+	}
+	ctx, cancel := context.WithDeadlineCause(g.base, g.leaseFrom.Add(timeout), timeoutError(timeout))
+	g.deadlines = append(g.deadlines, groupDeadline{timeout, ctx, cancel})
+	return ctx
+}
+
+// ended counts a job's end; after the last, the deadline contexts are released.
+func (g *claimGroup) ended() {
+	if g.left.Add(-1) > 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, d := range g.deadlines {
+		d.cancel()
+	}
+	g.deadlines = nil
+}
+
 // hardStop cancels the claims under way and every running handler's context,
 // with errShutdown as the cause.
 func (w *Worker) hardStop() {
@@ -452,6 +498,11 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				default:
 				}
 			}
+			var group *claimGroup
+			if len(jobs) > 0 {
+				group = &claimGroup{base: w.jobsBase, leaseFrom: leaseFrom}
+				group.left.Store(int64(len(jobs)))
+			}
 			for _, j := range jobs {
 				running.Add(1)
 				pending.Add(1)
@@ -462,11 +513,12 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 					// abandoned handler, release comes last (see execution.run).
 					release := func() { running.Add(-1); signal() }
 					ended := func() {
+						group.ended()
 						pending.Add(-1)
 						signal()
 						w.jobs.Done()
 					}
-					w.execute(j, release, ended, leaseFrom, lease)
+					w.execute(j, group, release, ended, lease)
 				})
 			}
 			backlog = err == nil && len(jobs) == want

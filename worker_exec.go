@@ -35,11 +35,13 @@ type outcome struct {
 // written (or given up on). For a handler abandoned after TimeoutGrace, the
 // outcome is written by another goroutine while the handler goes on, and
 // release is called only when it does return (see run).
-// leaseFrom is when the job's lease began, as near as the worker can tell
-// without overestimating it (see produce), and lease its length: the one the
-// server set for a remote worker, else LeaseDuration.
-func (w *Worker) execute(job *Job, release, ended func(), leaseFrom time.Time, lease time.Duration) {
+// group is the job's claim's (group.leaseFrom is when the job's lease began, as
+// near as the worker can tell without overestimating it: see produce), and
+// lease the lease's length: the one the server set for a remote worker, else
+// LeaseDuration.
+func (w *Worker) execute(job *Job, group *claimGroup, release, ended func(), lease time.Duration) {
 	began := time.Now()
+	leaseFrom := group.leaseFrom
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
 	log := jobLog{w.log, job}
 	if _, margin := w.heartbeatTiming(lease); !began.Before(leaseFrom.Add(lease - margin)) {
@@ -72,10 +74,11 @@ func (w *Worker) execute(job *Job, release, ended func(), leaseFrom time.Time, l
 	}
 	graceFor := w.grace(lease)
 	// The handler's context: canceled with a cause (x.end) by the heartbeat
-	// or the hard stop, and, inside it, the timeout's. Neither is a child of
-	// a context every job shares (the hard stop finds each job in w.running
-	// instead): registering with one, and leaving it, took a lock every job
-	// took, twice.
+	// or the hard stop, inside the timeout's, which the jobs of the claim
+	// share (claimGroup). Neither is a child of a context every job of the
+	// worker shares (the hard stop finds each job in w.running instead):
+	// registering with one, and leaving it, took a lock every job took,
+	// twice.
 	ctx := w.jobsBase
 	if timeout > 0 {
 		// Counted from when the lease began, as the database counts the
@@ -83,9 +86,8 @@ func (w *Worker) execute(job *Job, release, ended func(), leaseFrom time.Time, l
 		// the answer's arrival, a late answer's handler and its grace
 		// outlived that cap, and the job was reaped and run again while this
 		// worker still ran it.
-		deadline := leaseFrom.Add(timeout)
-		ctx, x.cancelT = context.WithDeadlineCause(ctx, deadline, timeoutError(timeout))
-		x.giveUpAt = deadline.Add(graceFor)
+		ctx = group.deadline(timeout)
+		x.giveUpAt = leaseFrom.Add(timeout).Add(graceFor)
 	}
 	x.ctx, x.cancel = context.WithCancelCause(ctx)
 	interval, _ := w.heartbeatTiming(lease)
@@ -109,9 +111,8 @@ type execution struct {
 	lease   time.Duration
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	cancelT context.CancelFunc // the timeout's, if any
-	release func()             // frees the handler's slot
-	ended   func()             // the outcome is written
+	release func() // frees the handler's slot
+	ended   func() // the outcome is written
 
 	// One timer a job (tick) starts its heartbeat loop, at hbAt, and gives up
 	// on a handler that has not returned at giveUpAt: graceFor after its
@@ -338,9 +339,6 @@ func (x *execution) finish(o outcome) {
 func (x *execution) done() {
 	x.w.running.remove(x)
 	x.cancel(nil)
-	if x.cancelT != nil {
-		x.cancelT()
-	}
 	x.ended()
 }
 
