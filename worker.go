@@ -305,6 +305,21 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return err
 }
 
+// queueSlots counts a queue's jobs for produce: running (handlers not yet
+// returned, bounded by the queue's slots) and pending (claimed, outcome not
+// yet written); freed tells produce that either went down.
+type queueSlots struct {
+	running, pending atomic.Int64
+	freed            chan struct{}
+}
+
+func (q *queueSlots) signal() {
+	select {
+	case q.freed <- struct{}{}:
+	default:
+	}
+}
+
 // claimGroup is what the jobs of one claim share: when their leases began,
 // and, for each timeout among them, the context that ends at it, the parent of
 // each job's own. Every job of a claim has the same deadline for the same
@@ -438,12 +453,12 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 	// write latency. pending (claimed, outcome not yet stored) bounds the jobs
 	// whose outcome is still being written, and so the work a crash can hand
 	// back to the reaper.
-	var running, pending atomic.Int64
+	q := &queueSlots{freed: make(chan struct{}, 1)}
+	running, pending, freed := &q.running, &q.pending, q.freed
 	maxPending := int64(2*slots + w.cfg.CompletionBatch)
 	// room is how many jobs may be claimed now: the free handler slots, bounded
 	// by the room left for jobs whose outcome is still being written.
 	room := func() int { return int(min(int64(slots)-running.Load(), maxPending-pending.Load())) }
-	freed := make(chan struct{}, 1)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 	backlog := false // the last claim filled its batch: more work is waiting
@@ -492,12 +507,6 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 			// Acked after the claim, whether it got their jobs or not (the job rows
 			// are the truth); after a failed claim they stay unacked and come back.
 			wake.settle(pointers, err == nil)
-			signal := func() {
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}
 			var group *claimGroup
 			if len(jobs) > 0 {
 				group = &claimGroup{base: w.jobsBase, leaseFrom: leaseFrom}
@@ -507,19 +516,7 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				running.Add(1)
 				pending.Add(1)
 				w.jobs.Add(1)
-				w.runners.run(func() {
-					// Each called exactly once: release when the handler has
-					// returned, ended when its outcome is written; for an
-					// abandoned handler, release comes last (see execution.run).
-					release := func() { running.Add(-1); signal() }
-					ended := func() {
-						group.ended()
-						pending.Add(-1)
-						signal()
-						w.jobs.Done()
-					}
-					w.execute(j, group, release, ended, lease)
-				})
+				w.runners.run(&execution{w: w, job: j, group: group, slots: q, lease: lease})
 			}
 			backlog = err == nil && len(jobs) == want
 			if backlog {

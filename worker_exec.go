@@ -29,28 +29,29 @@ type outcome struct {
 	stopped   bool // its context ended by the worker's hard stop
 }
 
-// execute runs one started job to a reported end, on the goroutine that called
-// it, which also runs the handler. It calls release once the handler has
-// returned, before the outcome is written, and ended once the outcome is
-// written (or given up on). For a handler abandoned after TimeoutGrace, the
-// outcome is written by another goroutine while the handler goes on, and
-// release is called only when it does return (see run).
-// group is the job's claim's (group.leaseFrom is when the job's lease began, as
-// near as the worker can tell without overestimating it: see produce), and
-// lease the lease's length: the one the server set for a remote worker, else
-// LeaseDuration.
-func (w *Worker) execute(job *Job, group *claimGroup, release, ended func(), lease time.Duration) {
+// runTask runs the job to a reported end, on the goroutine that called it,
+// which also runs the handler. It frees the job's slot once the handler has
+// returned (release), before the outcome is written, and counts the job as
+// no longer pending once the outcome is written or given up on (ended). For
+// a handler abandoned after TimeoutGrace, the outcome is written by another
+// goroutine while the handler goes on, and its slot is freed only when it
+// does return (see run). x.group.leaseFrom is when the job's lease began, as
+// near as the worker can tell without overestimating it (see produce), and
+// x.lease the lease's length: the one the server set for a remote worker,
+// else LeaseDuration.
+func (x *execution) runTask() {
+	w, job, lease := x.w, x.job, x.lease
 	began := time.Now()
-	leaseFrom := group.leaseFrom
+	leaseFrom := x.group.leaseFrom
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
 	log := jobLog{w.log, job}
 	if _, margin := w.heartbeatTiming(lease); !began.Before(leaseFrom.Add(lease - margin)) {
 		// The answer came too late (held up on its way, or this process was
 		// paused): the lease may have run out, and the job be another
 		// worker's. Its handler is not started.
-		w.giveBack(job, fence, log, release, began.Add(lease), "not run: its lease may have expired before its claim's answer arrived",
+		w.giveBack(job, fence, log, x.release, began.Add(lease), "not run: its lease may have expired before its claim's answer arrived",
 			"lease", lease, "since_lease_began", began.Sub(leaseFrom).Round(time.Millisecond))
-		ended()
+		x.ended()
 		return
 	}
 	if w.draining.Load() {
@@ -59,11 +60,11 @@ func (w *Worker) execute(job *Job, group *claimGroup, release, ended func(), lea
 		// such jobs back. Started after the hard stop, its handler's context
 		// was already canceled, and a job on its last attempt failed without
 		// a run.
-		w.giveBack(job, fence, log, release, began.Add(lease), "not run: the worker is stopping")
-		ended()
+		w.giveBack(job, fence, log, x.release, began.Add(lease), "not run: the worker is stopping")
+		x.ended()
 		return
 	}
-	x := &execution{w: w, job: job, fence: fence, began: began, lease: lease, release: release, ended: ended}
+	x.fence, x.began = fence, began
 	x.h = w.cfg.Workers.get(job.Kind)
 	timeout := job.Timeout
 	if timeout == 0 && x.h != nil {
@@ -86,7 +87,7 @@ func (w *Worker) execute(job *Job, group *claimGroup, release, ended func(), lea
 		// the answer's arrival, a late answer's handler and its grace
 		// outlived that cap, and the job was reaped and run again while this
 		// worker still ran it.
-		ctx = group.deadline(timeout)
+		ctx = x.group.deadline(timeout)
 		x.giveUpAt = leaseFrom.Add(timeout).Add(graceFor)
 	}
 	x.ctx, x.cancel = context.WithCancelCause(ctx)
@@ -101,18 +102,34 @@ func (w *Worker) execute(job *Job, group *claimGroup, release, ended func(), lea
 	x.run()
 }
 
-// execution is one job's run, from its handler's start to its reported end.
+// release frees the handler's slot: called once, when the handler has
+// returned.
+func (x *execution) release() {
+	x.slots.running.Add(-1)
+	x.slots.signal()
+}
+
+// ended counts the job as no longer pending: called once, when its outcome is
+// written or given up on.
+func (x *execution) ended() {
+	x.group.ended()
+	x.slots.pending.Add(-1)
+	x.slots.signal()
+	x.w.jobs.Done()
+}
+
+// execution is one job's run, from its claim to its reported end.
 type execution struct {
-	w       *Worker
-	job     *Job
-	h       *kindHandler
-	fence   driver.FenceParams
-	began   time.Time
-	lease   time.Duration
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	release func() // frees the handler's slot
-	ended   func() // the outcome is written
+	w      *Worker
+	job    *Job
+	h      *kindHandler
+	fence  driver.FenceParams
+	began  time.Time
+	lease  time.Duration
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	group  *claimGroup
+	slots  *queueSlots
 
 	// One timer a job (tick) starts its heartbeat loop, at hbAt, and gives up
 	// on a handler that has not returned at giveUpAt: graceFor after its
@@ -657,7 +674,7 @@ func (x *execution) completed(err error) {
 		x.reported("succeeded")
 		return
 	}
-	x.w.runners.run(func() { x.reportFrom(err) })
+	x.w.runners.run(taskFunc(func() { x.reportFrom(err) }))
 }
 
 // reportFrom is report's loop of attempts; first, if not nil, is the answer

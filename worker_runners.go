@@ -21,7 +21,7 @@ import (
 // one idle through a whole retire period (runnerIdle) ends.
 type runners struct {
 	mu       sync.Mutex
-	queue    []func() // jobs waiting, from head on
+	queue    []task // jobs waiting, from head on
 	head     int
 	idle     []*runner // the most recently idle last
 	starting int       // goroutines started or woken that have not yet looked at queue
@@ -31,6 +31,15 @@ type runners struct {
 	quit     chan struct{}
 	done     chan struct{}
 }
+
+// task is a job handed to runners: an *execution, stored in the queue without
+// a closure to allocate.
+type task interface{ runTask() }
+
+// taskFunc makes a function a task.
+type taskFunc func()
+
+func (f taskFunc) runTask() { f() }
 
 // runnerIdle is how often idle goroutines are retired: one idle since before
 // the previous retire has waited at least this long.
@@ -95,9 +104,9 @@ func (p *runners) retire() {
 	}
 }
 
-// run has f called on one of the goroutines. f may end its goroutine
+// run has t run on one of the goroutines. t may end its goroutine
 // (runtime.Goexit): the goroutine is then not reused.
-func (p *runners) run(f func()) {
+func (p *runners) run(f task) {
 	p.mu.Lock()
 	if p.head > 0 && len(p.queue) == cap(p.queue) {
 		n := copy(p.queue, p.queue[p.head:])
@@ -140,7 +149,7 @@ func (p *runners) sent(r *runner, spawn bool) {
 }
 
 // take is the next waiting job, or nil; with p.mu held.
-func (p *runners) take() func() {
+func (p *runners) take() task {
 	if p.head == len(p.queue) {
 		return nil
 	}
@@ -182,7 +191,7 @@ func (r *runner) loop(p *runners) {
 		next, spawn := p.send()
 		p.mu.Unlock()
 		p.sent(next, spawn)
-		f()
+		f.runTask()
 		p.mu.Lock()
 	}
 }

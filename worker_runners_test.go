@@ -20,11 +20,11 @@ func TestRunnersBlockedJobsDoNotHoldUpOthers(t *testing.T) {
 	var done sync.WaitGroup
 	done.Add(n)
 	for range n {
-		p.run(func() {
+		p.run(taskFunc(func() {
 			defer done.Done()
 			started.Done()
 			<-release // every job waits until all have started
-		})
+		}))
 	}
 	started.Wait()
 	close(release)
@@ -44,7 +44,7 @@ func TestRunnersReuseAndRetire(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 10_000 {
 		wg.Add(1)
-		p.run(wg.Done)
+		p.run(taskFunc(wg.Done))
 	}
 	wg.Wait()
 	idle, _ := waitIdle(p)
@@ -64,7 +64,7 @@ func TestRunnersReuseAndRetire(t *testing.T) {
 	}
 	// Jobs still run after every goroutine was retired.
 	wg.Add(1)
-	p.run(wg.Done)
+	p.run(taskFunc(wg.Done))
 	wg.Wait()
 }
 
@@ -77,12 +77,12 @@ func TestRunnersGoexit(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 1000 {
 		wg.Add(1)
-		p.run(func() {
+		p.run(taskFunc(func() {
 			defer wg.Done()
 			if i%3 == 0 {
 				runtime.Goexit()
 			}
-		})
+		}))
 	}
 	wg.Wait()
 	if idle, live := waitIdle(p); live == 0 || idle != live {
@@ -99,7 +99,7 @@ func TestRunnersStop(t *testing.T) {
 	var ran sync.WaitGroup
 	ran.Add(3)
 	for range 3 {
-		p.run(func() { <-release; ran.Done() })
+		p.run(taskFunc(func() { <-release; ran.Done() }))
 	}
 	close(release)
 	p.stop()
