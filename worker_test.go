@@ -344,6 +344,80 @@ func TestWorkerTimeoutCauseSaidOnce(t *testing.T) {
 	})
 }
 
+// Jobs of one claim share the deadline context of their timeout (the parent of
+// each job's own): each handler's context still says its own deadline, ends
+// with context.DeadlineExceeded and its own timeout as the cause, and so does
+// a context derived from it; one job's cancellation is not another's.
+func TestWorkerTimeoutContextOfAClaim(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		type seen struct {
+			timeout         time.Duration
+			deadline        time.Time
+			hasDeadline     bool
+			err, derived    error
+			cause           string
+			longDoneAtShort bool
+		}
+		seenCh := make(chan seen, 3)
+		var mu sync.Mutex
+		var long context.Context // the 300ms job's handler's context
+		ws := drover.NewWorkers()
+		drover.Register(ws, "deadline", func(ctx context.Context, job *drover.Job, args struct{ Ms int }) (any, error) {
+			mu.Lock()
+			if args.Ms == 300 {
+				long = ctx
+			}
+			mu.Unlock()
+			derived, cancel := context.WithCancel(ctx)
+			defer cancel()
+			<-derived.Done()
+			d, ok := ctx.Deadline()
+			s := seen{timeout: time.Duration(args.Ms) * time.Millisecond, deadline: d, hasDeadline: ok,
+				err: ctx.Err(), derived: derived.Err(), cause: fmt.Sprint(context.Cause(ctx))}
+			if args.Ms == 150 {
+				mu.Lock()
+				s.longDoneAtShort = long != nil && long.Err() != nil
+				mu.Unlock()
+			}
+			seenCh <- s
+			return nil, context.Cause(ctx)
+		}, noBackoff)
+		// Enqueued before the worker starts: one claim takes all three.
+		var ids []int64
+		for _, ms := range []int{300, 150, 150} {
+			ids = append(ids, enqueue(t, c, "deadline", map[string]int{"ms": ms},
+				&drover.EnqueueOpts{Timeout: time.Duration(ms) * time.Millisecond, MaxAttempts: 1}).ID)
+		}
+		startWorker(t, c, fastWorkerConfig(ws))
+		deadlines := map[time.Duration][]time.Time{}
+		for range 3 {
+			s := waitChan(t, seenCh, "a handler's context to end")
+			if !s.hasDeadline || !errors.Is(s.err, context.DeadlineExceeded) || !errors.Is(s.derived, context.DeadlineExceeded) {
+				t.Errorf("timeout %s: deadline set %v, Err %v, derived context's Err %v; want a deadline and DeadlineExceeded for both",
+					s.timeout, s.hasDeadline, s.err, s.derived)
+			}
+			if want := "job timed out after " + s.timeout.String(); s.cause != want {
+				t.Errorf("timeout %s: context.Cause %q, want %q", s.timeout, s.cause, want)
+			}
+			if s.longDoneAtShort {
+				t.Errorf("the 300ms job's context had ended when a 150ms job's timed out")
+			}
+			deadlines[s.timeout] = append(deadlines[s.timeout], s.deadline)
+		}
+		if d := deadlines[150*time.Millisecond]; len(d) != 2 || !d[0].Equal(d[1]) {
+			t.Errorf("deadlines of the two 150ms jobs of one claim: %v, want the same", d)
+		} else if l := deadlines[300*time.Millisecond]; len(l) != 1 || l[0].Sub(d[0]) != 150*time.Millisecond {
+			t.Errorf("deadline of the 300ms job %v, of the 150ms ones %v: want 150ms apart (one claim, one lease start)", l, d[0])
+		}
+		for _, id := range ids {
+			if j := waitStatus(t, c, id, drover.StatusFailed); !strings.HasPrefix(j.Error, "job timed out after ") {
+				t.Errorf("job %d: error %q, want its timeout", id, j.Error)
+			}
+		}
+	})
+}
+
 func TestWorkerTimeout(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
