@@ -153,8 +153,12 @@ func TestRemoteWorkerSkipsAJobWhoseAnswerCameAfterItsLease(t *testing.T) {
 func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
-		const lease = 2 * time.Second
-		url := lateFirstClaimServer(t, c, lease, 1400*time.Millisecond) // late, but before the give-up point (1.67s)
+		// Every time here is twice what it was: at a 2s lease the late answer
+		// had 267ms to spare before the give-up point, and a loaded CI machine
+		// once took longer to hand it over (attempt 1 was given back, and the
+		// test's premise failed).
+		const lease = 4 * time.Second
+		url := lateFirstClaimServer(t, c, lease, 2800*time.Millisecond) // late, but before the give-up point (3.33s)
 		runEngine(t, c)
 		ws := drover.NewWorkers()
 		var w *drover.Worker
@@ -171,7 +175,7 @@ func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 				firstRunning.Store(true)
 				defer firstRunning.Store(false)
 				<-ctx.Done()
-				time.Sleep(900 * time.Millisecond) // winds down within its 1s grace
+				time.Sleep(1800 * time.Millisecond) // winds down within its 2s grace
 				return nil, ctx.Err()
 			}
 			return "charged", nil
@@ -179,7 +183,7 @@ func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 		w = startRemoteWorker(t, drover.RemoteConfig{URL: url, WaitSeconds: 1}, &drover.WorkerConfig{
 			Workers: ws, LeaseDuration: lease, PollInterval: 50 * time.Millisecond, Queues: map[string]int{drover.DefaultQueue: 2},
 		})
-		enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 500 * time.Millisecond})
+		enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: time.Second})
 		if s := waitChan(t, starts, "attempt 1 to start"); s.attempt != 1 {
 			t.Fatalf("first start at attempt %d", s.attempt)
 		}
