@@ -45,7 +45,8 @@ func (x *execution) runTask() {
 	leaseFrom := x.group.leaseFrom
 	fence := driver.FenceParams{ID: job.ID, Attempt: job.Attempt, LeaseToken: job.LeaseToken}
 	log := jobLog{w.log, job}
-	if _, margin := w.heartbeatTiming(lease); !began.Before(leaseFrom.Add(lease - margin)) {
+	interval, margin := w.heartbeatTiming(lease)
+	if !began.Before(leaseFrom.Add(lease - margin)) {
 		// The answer came too late (held up on its way, or this process was
 		// paused): the lease may have run out, and the job be another
 		// worker's. Its handler is not started.
@@ -73,7 +74,6 @@ func (x *execution) runTask() {
 	if timeout == 0 {
 		timeout = w.cfg.DefaultTimeout
 	}
-	graceFor := w.grace(lease)
 	// The handler's context: canceled with a cause (x.end) by the heartbeat
 	// or the hard stop, inside the timeout's, which the jobs of the claim
 	// share (claimGroup). Neither is a child of a context every job of the
@@ -88,13 +88,12 @@ func (x *execution) runTask() {
 		// outlived that cap, and the job was reaped and run again while this
 		// worker still ran it.
 		ctx = x.group.deadline(timeout)
-		x.giveUpAt = leaseFrom.Add(timeout).Add(graceFor)
+		x.giveUpAt = leaseFrom.Add(timeout).Add(w.grace(lease))
 	}
 	x.ctx, x.cancel = context.WithCancelCause(ctx)
-	interval, _ := w.heartbeatTiming(lease)
 	// The first heartbeat is due one interval into the lease, which runs from
 	// the claim's sending, not from the handler's start.
-	x.hbAt, x.leaseFrom, x.graceFor = leaseFrom.Add(interval), leaseFrom, graceFor
+	x.hbAt = leaseFrom.Add(interval)
 	x.mu.Lock() // tick waits for x.timer
 	x.timer = time.AfterFunc(x.nextDue(began), x.tick)
 	x.mu.Unlock()
@@ -132,12 +131,10 @@ type execution struct {
 	slots  *queueSlots
 
 	// One timer a job (tick) starts its heartbeat loop, at hbAt, and gives up
-	// on a handler that has not returned at giveUpAt: graceFor after its
+	// on a handler that has not returned at giveUpAt: its grace after its
 	// context ended, which, for a timeout, is known from the start. Most jobs
 	// end before either, and the timer is stopped unfired.
 	timer      *time.Timer
-	leaseFrom  time.Time
-	graceFor   time.Duration
 	mu         sync.Mutex
 	hbAt       time.Time // zero once the loop started
 	giveUpAt   time.Time // zero: none (no timeout, and the context has not ended)
@@ -168,7 +165,7 @@ const (
 
 // run calls the handler, turning a panic into an error with its stack, then
 // calls release and writes the outcome (finish). It gives up on a handler that
-// does not return within graceFor after its context ended: the outcome is then
+// does not return within its grace (Worker.grace) after its context ended: the outcome is then
 // that it was abandoned, written by the grace timer's goroutine, and the slot
 // stays taken until the handler does return, so the queue's concurrency bounds
 // the handlers really running: a handler that ignores its context still holds
@@ -219,7 +216,7 @@ func (x *execution) end(cause error) {
 	now := time.Now()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if at := now.Add(x.graceFor); !x.timerDone && (x.giveUpAt.IsZero() || at.Before(x.giveUpAt)) {
+	if at := now.Add(x.w.grace(x.lease)); !x.timerDone && (x.giveUpAt.IsZero() || at.Before(x.giveUpAt)) {
 		x.giveUpAt = at
 		x.timer.Reset(x.nextDue(now))
 	}
@@ -273,7 +270,7 @@ func (x *execution) tick() {
 	}
 	if startHB {
 		defer close(done)
-		x.w.heartbeat(x.fence, x.end, quit, x.leaseFrom, x.lease)
+		x.w.heartbeat(x.fence, x.end, quit, x.group.leaseFrom, x.lease)
 	}
 }
 
@@ -291,10 +288,10 @@ func (x *execution) stopTimer() {
 	}
 }
 
-// abandon gives up on a handler that did not return within graceFor after its
+// abandon gives up on a handler that did not return within its grace after its
 // context ended, unless it has returned since.
 func (x *execution) abandon() {
-	graceFor := x.graceFor
+	graceFor := x.w.grace(x.lease)
 	if !x.state.CompareAndSwap(callRunning, callAbandoned) {
 		return
 	}
