@@ -1,6 +1,8 @@
 package drover
 
 import (
+	"context"
+	"runtime/pprof"
 	"sync"
 	"time"
 )
@@ -192,6 +194,11 @@ func (r *runner) loop(p *runners) {
 		p.mu.Unlock()
 		p.sent(next, spawn)
 		f.runTask()
+		// A handler may have set its goroutine's profiler labels
+		// (pprof.SetGoroutineLabels rather than pprof.Do, which restores
+		// them): the next job on this goroutine, and the goroutines it starts
+		// (a new runner among them), must not carry them.
+		pprof.SetGoroutineLabels(context.Background())
 		p.mu.Lock()
 	}
 }

@@ -1,7 +1,10 @@
 package drover
 
 import (
+	"context"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,5 +122,30 @@ func waitIdle(p *runners) (idle, live int) {
 		if idle, live = p.counts(); idle == live || time.Now().After(deadline) {
 			return idle, live
 		}
+	}
+}
+
+// Profiler labels a job sets on its goroutine do not outlive the job: the
+// goroutine, kept for the next job, carries none once it is idle.
+func TestRunnersJobLabelsDoNotOutliveTheJob(t *testing.T) {
+	p := newRunners()
+	p.start(time.Hour)
+	defer p.stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	p.run(taskFunc(func() {
+		defer wg.Done()
+		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("drover_test_job", "labelled")))
+	}))
+	wg.Wait()
+	if idle, _ := waitIdle(p); idle != 1 {
+		t.Fatalf("%d idle goroutines after one job, want 1", idle)
+	}
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "drover_test_job") {
+		t.Fatalf("an idle runner still carries the labels its last job set:\n%s", b.String())
 	}
 }
