@@ -26,24 +26,17 @@ import (
 func BenchmarkSQLiteRowWidth(b *testing.B) {
 	const jobs = 300_000
 	b.Run("drover-row", func(b *testing.B) {
-		for range b.N {
-			b.StopTimer()
-			db, done := droverRow(b, jobs)
-			b.StartTimer()
-			rate := rowLoop(b, db, jobs,
-				`UPDATE drover_jobs SET status = 'running', attempt = attempt + 1, executions = executions + 1,
-				    owner = 'w', lease_token = lower(hex(randomblob(16))), lease_expires_at = ?1 + 30000000,
-				    started_at = ?1, rev = rev + 2
-				 WHERE id IN (SELECT id FROM drover_jobs
-				              WHERE queue = 'default' AND status IN ('queued','stalled') AND run_at <= ?1
-				              ORDER BY priority, run_at, id LIMIT 1000)
-				 RETURNING id, args`,
-				`UPDATE drover_jobs SET status = 'succeeded', result = 'null', owner = NULL, lease_token = NULL,
-				    lease_expires_at = NULL, finished_at = ?1, finished_by = 'w', rev = rev + 1
-				 WHERE id IN (SELECT value FROM json_each(?2)) AND status = 'running'`)
-			b.ReportMetric(rate, "jobs/s")
-			done()
-		}
+		benchRow(b, jobs, droverRow,
+			`UPDATE drover_jobs SET status = 'running', attempt = attempt + 1, executions = executions + 1,
+			    owner = 'w', lease_token = lower(hex(randomblob(16))), lease_expires_at = ?1 + 30000000,
+			    started_at = ?1, rev = rev + 2
+			 WHERE id IN (SELECT id FROM drover_jobs
+			              WHERE queue = 'default' AND status IN ('queued','stalled') AND run_at <= ?1
+			              ORDER BY priority, run_at, id LIMIT 1000)
+			 RETURNING id, args`,
+			`UPDATE drover_jobs SET status = 'succeeded', result = 'null', owner = NULL, lease_token = NULL,
+			    lease_expires_at = NULL, finished_at = ?1, finished_by = 'w', rev = rev + 1
+			 WHERE id IN (SELECT value FROM json_each(?2)) AND status = 'running'`)
 	})
 	b.Run("drover-driver", func(b *testing.B) {
 		// Drover's own claim and batch completion, through its driver, on
@@ -57,20 +50,25 @@ func BenchmarkSQLiteRowWidth(b *testing.B) {
 		}
 	})
 	b.Run("narrow-row", func(b *testing.B) {
-		for range b.N {
-			b.StopTimer()
-			db, done := narrowRow(b, jobs)
-			b.StartTimer()
-			// raw's statements (rawSQLite); "?1 = ?1" takes the time
-			// rowLoop binds, which the narrow row has no column for.
-			rate := rowLoop(b, db, jobs,
-				`UPDATE raw_jobs SET state = 1 WHERE id IN (
-				    SELECT id FROM raw_jobs WHERE state = 0 AND ?1 = ?1 ORDER BY id LIMIT 1000) RETURNING id, args`,
-				`UPDATE raw_jobs SET state = 2 WHERE id IN (SELECT value FROM json_each(?2)) AND state = 1 AND ?1 = ?1`)
-			b.ReportMetric(rate, "jobs/s")
-			done()
-		}
+		// raw's statements (rawSQLite); "?1 = ?1" takes the time rowLoop
+		// binds, which the narrow row has no column for.
+		benchRow(b, jobs, narrowRow,
+			`UPDATE raw_jobs SET state = 1 WHERE id IN (
+			    SELECT id FROM raw_jobs WHERE state = 0 AND ?1 = ?1 ORDER BY id LIMIT 1000) RETURNING id, args`,
+			`UPDATE raw_jobs SET state = 2 WHERE id IN (SELECT value FROM json_each(?2)) AND state = 1 AND ?1 = ?1`)
 	})
+}
+
+// benchRow runs rowLoop with claim and complete on a database setup fills
+// with jobs queued jobs (untimed), and reports its jobs/s.
+func benchRow(b *testing.B, jobs int, setup func(*testing.B, int) (*sql.DB, func()), claim, complete string) {
+	for range b.N {
+		b.StopTimer()
+		db, done := setup(b, jobs)
+		b.StartTimer()
+		b.ReportMetric(rowLoop(b, db, jobs, claim, complete), "jobs/s")
+		done()
+	}
 }
 
 // droverRow is a database migrated by Drover's SQLite driver with jobs queued
