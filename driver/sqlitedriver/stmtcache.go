@@ -1,6 +1,7 @@
 package sqlitedriver
 
 import (
+	"container/list"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -28,7 +29,7 @@ func (c *cachingConnector) Connect(context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cachingConn{inner: conn, stmts: map[string]*cachedStmt{}}, nil
+	return &cachingConn{inner: conn, stmts: map[string]*cachedStmt{}, lru: list.New()}, nil
 }
 
 func (c *cachingConnector) Driver() driver.Driver { return c.drv }
@@ -45,14 +46,25 @@ type innerConn interface {
 	driver.Validator
 }
 
+// maxCachedStmts bounds each connection's cache. The driver's own statements
+// are fewer than half of it (each query, and each chunk size of a batch; see
+// rows.go), so they stay; what it bounds is the SQL callers run on DB(): a
+// text that is built with its values in it, or with a list of as many ? as it
+// has values, is a new statement each time, and an unbounded cache kept every
+// one of them prepared until the connection closed.
+const maxCachedStmts = 256
+
 type cachingConn struct {
 	inner driver.Conn
 	stmts map[string]*cachedStmt
+	lru   *list.List // of *cachedStmt, the most recently used first
 }
 
 type cachedStmt struct {
+	q    string
 	stmt driver.Stmt
 	busy bool // its rows are open: a second use must not reset them
+	at   *list.Element
 }
 
 func (c *cachingConn) conn() innerConn { return c.inner.(innerConn) }
@@ -125,6 +137,7 @@ func cacheable(q string) bool {
 // cacheable or its cached statement is in use.
 func (c *cachingConn) statement(ctx context.Context, q string) (*cachedStmt, bool, error) {
 	if s := c.stmts[q]; s != nil {
+		c.lru.MoveToFront(s.at)
 		return s, !s.busy, nil
 	}
 	if !cacheable(q) {
@@ -134,9 +147,25 @@ func (c *cachingConn) statement(ctx context.Context, q string) (*cachedStmt, boo
 	if err != nil {
 		return nil, false, err
 	}
-	s := &cachedStmt{stmt: st}
+	s := &cachedStmt{q: q, stmt: st}
+	s.at = c.lru.PushFront(s)
 	c.stmts[q] = s
+	c.evict()
 	return s, true, nil
+}
+
+// evict closes the least recently used statements past maxCachedStmts. One
+// whose rows are open is kept until a later eviction finds it closed.
+func (c *cachingConn) evict() {
+	for e := c.lru.Back(); e != nil && len(c.stmts) > maxCachedStmts; {
+		s, prev := e.Value.(*cachedStmt), e.Prev()
+		if !s.busy {
+			c.lru.Remove(e)
+			delete(c.stmts, s.q)
+			_ = s.stmt.Close()
+		}
+		e = prev
+	}
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {

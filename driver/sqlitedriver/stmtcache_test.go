@@ -2,6 +2,7 @@ package sqlitedriver
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -84,5 +85,63 @@ func TestCacheable(t *testing.T) {
 		if !cacheable(q) {
 			t.Errorf("query %s is not cacheable: every runtime query must be one statement", name)
 		}
+	}
+}
+
+// TestStatementCacheIsBounded: SQL texts that are never repeated (values
+// built into the text, as callers of DB() may run) do not pile up prepared
+// statements: the cache keeps at most maxCachedStmts, the ones used last, and
+// never closes a statement whose rows are open.
+func TestStatementCacheIsBounded(t *testing.T) {
+	ctx := context.Background()
+	db := openDB("file:" + filepath.Join(t.TempDir(), "c.db"))
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2);"); err != nil {
+		t.Fatal(err)
+	}
+	open, err := conn.QueryContext(ctx, "SELECT n FROM t ORDER BY n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	var first, second int
+	if !open.Next() || open.Scan(&first) != nil || first != 1 {
+		t.Fatalf("first row of the open query: %d, %v", first, open.Err())
+	}
+	const hot = "SELECT count(*) FROM t WHERE n > ?"
+	for i := range 3 * maxCachedStmts {
+		var n int
+		if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT n + %d FROM t ORDER BY n LIMIT 1", i)).Scan(&n); err != nil || n != 1+i {
+			t.Fatalf("statement %d: %d, %v", i, n, err)
+		}
+		if err := conn.QueryRowContext(ctx, hot, 0).Scan(&n); err != nil || n != 2 {
+			t.Fatalf("hot statement after %d: %d, %v", i, n, err)
+		}
+	}
+	// The open rows' statement was the least recently used all along.
+	if !open.Next() || open.Scan(&second) != nil || second != 2 {
+		t.Fatalf("second row of the query left open: %d, %v", second, open.Err())
+	}
+	if err := open.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = conn.Raw(func(dc any) error {
+		c := dc.(*cachingConn)
+		if len(c.stmts) > maxCachedStmts || c.lru.Len() != len(c.stmts) {
+			t.Errorf("cache holds %d statements (%d in its order), want at most %d", len(c.stmts), c.lru.Len(), maxCachedStmts)
+		}
+		if c.stmts[hot] == nil {
+			t.Errorf("the statement used after every other one was evicted")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
