@@ -42,7 +42,7 @@ func run() error {
 		backlogJobs = flag.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
 		backlogFut  = flag.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
 		burnRounds  = flag.Int("burn-down-rounds", 1, "burn-down: run drover and river this many times each, alternating (drover, river, then river, drover, ...), and report each one's median; the other systems run once")
-		sqlite      = flag.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous)")
+		sqlite      = flag.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous); raw runs as raw-sqlite and raw-sqlite-row (raw on Drover's job row)")
 		sqliteOnly  = flag.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
 		sqliteDir   = flag.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
 		conc        = flag.Int("concurrency", 100, "drover and raw: jobs run at once (handler goroutines)")
@@ -182,7 +182,7 @@ func run() error {
 			sqliteSystems = append(sqliteSystems, newDroverSQLite(dir, k))
 		}
 		if contains(sysNames, "raw") {
-			sqliteSystems = append(sqliteSystems, newRawSQLite(dir, k))
+			sqliteSystems = append(sqliteSystems, newRawSQLite(dir, k), newRawSQLiteRow(dir, k))
 		}
 	}
 	defer func() {

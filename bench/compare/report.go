@@ -100,7 +100,7 @@ func (r report) writeTable(w io.Writer) {
 	}
 	// Column order: drover, river, ratio, then the rest.
 	order := []string{}
-	for _, s := range []string{"drover", "river", "raw", "drover-sqlite", "raw-sqlite"} {
+	for _, s := range []string{"drover", "river", "raw", "drover-sqlite", "raw-sqlite", "raw-sqlite-row"} {
 		if contains(systems, s) {
 			order = append(order, s)
 		}
@@ -232,6 +232,7 @@ func (r report) writeTable(w io.Writer) {
 	writeAligned(w, table)
 	fmt.Fprintln(w, "\njobs/s: higher is better; ms: lower is better; lost/dup must be 0/0. drover/river is the plain quotient.")
 	fmt.Fprintln(w, cpuNote)
+	writeShares(w, r.Results)
 	writeRounds(w, r.Results)
 	for _, e := range errs {
 		fmt.Fprintln(w, "ERROR:", e)
@@ -297,6 +298,45 @@ func heapFifths(hs []memSample, win float64) (first, last float64) {
 		return hs[0].HeapMiB, hs[len(hs)-1].HeapMiB
 	}
 	return median(f), median(l)
+}
+
+// rawShares are the (system, baseline) pairs whose work rate writeShares
+// divides: each Drover driver against the raw baseline of its database, and
+// drover-sqlite also against raw's loop on Drover's own row (rawSQLiteRow).
+var rawShares = [][2]string{{"drover", "raw"}, {"drover-sqlite", "raw-sqlite"}, {"drover-sqlite", "raw-sqlite-row"}}
+
+// writeShares prints, for each burn-down and continuous run, each Drover
+// driver's work rate as a share of its raw baselines' in the same run. A failed
+// run has no share.
+func writeShares(w io.Writer, results []result) {
+	type key struct{ workload, param string }
+	rates := map[key]map[string]float64{}
+	var keys []key
+	for _, res := range results {
+		if res.Workload != "burn-down" && res.Workload != "continuous" {
+			continue
+		}
+		k := key{res.Workload, res.Param}
+		if rates[k] == nil {
+			rates[k] = map[string]float64{}
+			keys = append(keys, k)
+		}
+		if res.Error == "" && res.WorkPerSec > 0 {
+			rates[k][res.System] = res.WorkPerSec
+		}
+	}
+	for _, k := range keys {
+		var shares []string
+		for _, p := range rawShares {
+			sys, base := rates[k][p[0]], rates[k][p[1]]
+			if sys > 0 && base > 0 {
+				shares = append(shares, fmt.Sprintf("%s %.1f%% of %s", p[0], 100*sys/base, p[1]))
+			}
+		}
+		if len(shares) > 0 {
+			fmt.Fprintf(w, "%s %s work jobs/s, share of raw: %s\n", k.workload, k.param, strings.Join(shares, ", "))
+		}
+	}
 }
 
 // writeRounds prints, for a burn-down run in rounds, each round's work rate of

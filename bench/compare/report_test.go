@@ -60,3 +60,24 @@ func TestPrintSaved(t *testing.T) {
 		t.Errorf("printSaved of a file that is not a report: %v, want an error saying so", err)
 	}
 }
+
+// TestWriteShares: each Drover driver's work rate is divided by its raw
+// baselines' of the same workload, and a failed run gives no share.
+func TestWriteShares(t *testing.T) {
+	bd := func(sys string, rate float64) result {
+		return result{Workload: "burn-down", Param: "1000 jobs", System: sys, WorkPerSec: rate}
+	}
+	results := []result{
+		bd("drover", 500), bd("river", 250), bd("raw", 1000),
+		bd("drover-sqlite", 100), bd("raw-sqlite", 400), bd("raw-sqlite-row", 200),
+		{Workload: "continuous", Param: "10s", System: "drover", WorkPerSec: 300},
+		{Workload: "continuous", Param: "10s", System: "raw", WorkPerSec: 900, Error: "stalled"},
+		{Workload: "latency", Param: "1000/s", System: "drover", StartP50: 1},
+	}
+	var b bytes.Buffer
+	writeShares(&b, results)
+	want := "burn-down 1000 jobs work jobs/s, share of raw: drover 50.0% of raw, drover-sqlite 25.0% of raw-sqlite, drover-sqlite 50.0% of raw-sqlite-row\n"
+	if b.String() != want {
+		t.Errorf("writeShares printed\n%q\nwant\n%q", b.String(), want)
+	}
+}

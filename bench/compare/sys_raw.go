@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -308,16 +307,7 @@ func (r *rawSQLite) claim(ctx context.Context, n int) ([]rawJob, error) {
 }
 
 func (r *rawSQLite) complete(ctx context.Context, ids []int64) error {
-	var b strings.Builder
-	b.WriteString("[")
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprint(&b, id)
-	}
-	b.WriteString("]")
-	_, err := r.db.ExecContext(ctx, `UPDATE raw_jobs SET state = 2 WHERE id IN (SELECT value FROM json_each(?)) AND state = 1`, b.String())
+	_, err := r.db.ExecContext(ctx, `UPDATE raw_jobs SET state = 2 WHERE id IN (SELECT value FROM json_each(?)) AND state = 1`, idsJSON(ids))
 	return err
 }
 
