@@ -82,8 +82,12 @@ func (r report) writeTable(w io.Writer) {
 	m := r.Machine
 	fmt.Fprintf(w, "Drover vs River — %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "machine:  %d CPUs (GOMAXPROCS %d), %s, %s\n", m.CPUs, m.GOMAXPROCS, m.OS, m.GoVersion)
-	fmt.Fprintf(w, "postgres: %s, synchronous_commit=%s, fsync=%s, full_page_writes=%s, shared_buffers=%s, max_connections=%s, autovacuum=%s; pool %d conns per system\n",
-		m.PostgreSQL, m.SynchronousCommit, m.Fsync, m.FullPageWrites, m.SharedBuffers, m.MaxConnections, m.Autovacuum, m.PoolMaxConns)
+	if m.PostgreSQL == "" {
+		fmt.Fprintln(w, "postgres: not contacted (--sqlite-only)")
+	} else {
+		fmt.Fprintf(w, "postgres: %s, synchronous_commit=%s, fsync=%s, full_page_writes=%s, shared_buffers=%s, max_connections=%s, autovacuum=%s; pool %d conns per system\n",
+			m.PostgreSQL, m.SynchronousCommit, m.Fsync, m.FullPageWrites, m.SharedBuffers, m.MaxConnections, m.Autovacuum, m.PoolMaxConns)
+	}
 	fmt.Fprintf(w, "versions: drover %s, river %s\n", orQ(m.DroverCommit), m.RiverVersion)
 	s := r.Settings
 	fmt.Fprintf(w, "drover/raw: concurrency %s, claim batch %s, completion batch %s, poll %s; inserts: %s a statement, %s inserter(s)\n",
