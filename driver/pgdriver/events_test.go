@@ -14,10 +14,11 @@ import (
 )
 
 // A job's enqueued event lives in its row (migration 008), and a claim that
-// starts its jobs writes claimed and started as one event row: JobEvents unfolds
-// both into the events they stand for; a lone claim's row stays one event. Both
-// claim statements (by queue, and by id for a claim naming several queues) write
-// the one row.
+// starts its jobs writes claimed and started as one event row, or, without a
+// request_id, keeps them in the job row (migration 012): JobEvents unfolds
+// each into the events they stand for; a lone claim's row stays one event.
+// Both claim statements (by queue, and by id for a claim naming several
+// queues) do so.
 func TestClaimStartWritesOneEventRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -43,8 +44,12 @@ func TestClaimStartWritesOneEventRow(t *testing.T) {
 	}
 
 	for _, j := range append(byQueue, byID...) {
-		if n := eventRows(t, d, j.ID); n != 1 {
-			t.Errorf("job %d: %d event rows after enqueue and a starting claim, want 1", j.ID, n)
+		want := 0 // a worker's claim keeps its events in the job row (migration 012)
+		if j.ID != byID[0].ID {
+			want = 1 // one with a request_id writes its row, which a replay is answered from
+		}
+		if n := eventRows(t, d, j.ID); n != want {
+			t.Errorf("job %d: %d event rows after enqueue and a starting claim, want %d", j.ID, n, want)
 		}
 		evs, err := d.JobEvents(ctx, j.ID)
 		if err != nil {
@@ -108,9 +113,9 @@ func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	}
 	for _, j := range jobs {
 		req := done[j.ID]
-		want := 1 // the claim's row
+		want := 0 // the claim's events and the succeeded event are in the job row
 		if req != "" {
-			want = 2
+			want = 2 // the succeeded row, and the claim's, written out when it ended (migration 012)
 		}
 		if n := eventRows(t, d, j.ID); n != want {
 			t.Errorf("job %d (request_id %q): %d event rows, want %d", j.ID, req, n, want)
@@ -167,8 +172,8 @@ func eventRows(t *testing.T, d *pgdriver.Driver, id int64) int {
 	return n
 }
 
-// Migrations 009 and 008 down put the events kept in compact form (enqueued
-// and succeeded events in job rows, a starting claim's one row) back into one
+// Migrations 012, 009 and 008 down put the events kept in compact form (enqueued,
+// succeeded and claim events in job rows, a starting claim's one row) back into one
 // row each, and up again leaves each event in one place: the log reads the same
 // before, at 007 (row by row) and after.
 func TestMigrationsDownKeepCompactEvents(t *testing.T) {
@@ -228,6 +233,56 @@ func TestMigrationsDownKeepCompactEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameEvents(t, fmt.Sprintf("job %d's events after down to 007 and up", id), got, want)
+	}
+}
+
+// A worker's claim keeps its events in the job row (migration 012); an update
+// that ends the claim, even one no Drover statement makes (an operator's own
+// SQL), writes them out first (the migration's trigger), so the log keeps
+// them once.
+func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	jobs := runningJobs(t, d, 2)
+	before, err := d.JobEvents(ctx, jobs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 3 || eventRows(t, d, jobs[0].ID) != 0 {
+		t.Fatalf("after a worker's claim: events %+v in %d rows; want enqueued, claimed, started, none in rows", before, eventRows(t, d, jobs[0].ID))
+	}
+	for _, q := range []string{
+		"UPDATE drover_jobs SET lease_expires_at = lease_expires_at + interval '1 minute' WHERE id = $1", // the claim goes on
+		"UPDATE drover_jobs SET status = 'canceled', owner = NULL, lease_token = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = $1",
+		// No Drover path does this; the claim's events are out already.
+		"UPDATE drover_jobs SET status = 'queued', finished_at = NULL, run_at = now() WHERE id = $1",
+		"INSERT INTO drover_ready (queue, priority, run_at, id) SELECT queue, priority, run_at, id FROM drover_jobs WHERE id = $1",
+	} {
+		if _, err := d.Pool().Exec(ctx, q, jobs[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := d.JobEvents(ctx, jobs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, "after an operator's updates", after, before)
+	if n := eventRows(t, d, jobs[0].ID); n != 1 {
+		t.Errorf("after the claim ended: %d event rows, want the claim's one", n)
+	}
+	// A second claim of the job keeps its own events in the row again.
+	again, err := d.JobClaim(ctx, driver.ClaimParams{ID: jobs[0].ID, Queues: []string{"q"}, Limit: 1, Owner: "w2", Start: true})
+	if err != nil || len(again) != 1 {
+		t.Fatalf("claim again = %v, %v", again, err)
+	}
+	evs, err := d.JobEvents(ctx, jobs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 5 || evs[3].Type != lifecycle.EventClaimed || evs[3].Actor != "worker:w2" || evs[3].Attempt != 2 ||
+		evs[4].Type != lifecycle.EventStarted || evs[4].Seq != again[0].Rev {
+		t.Errorf("after a second claim: events %+v; want the first claim's then the second's, by worker:w2 at attempt 2", evs)
 	}
 }
 

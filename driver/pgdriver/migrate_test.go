@@ -24,8 +24,9 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	if err := d.MigrateTo(latest - 1); err != nil {
 		t.Fatal(err)
 	}
-	// An object of the name the last migration creates makes it fail.
-	if _, err := d.Pool().Exec(ctx, "CREATE TABLE drover_claim_requests (x int)"); err != nil {
+	// An object of the name the last migration creates makes it fail, after
+	// its first statement (the column) has run.
+	if _, err := d.Pool().Exec(ctx, "CREATE FUNCTION drover_jobs_claim_event_out() RETURNS int LANGUAGE sql AS 'SELECT 1'"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err == nil {
@@ -34,7 +35,11 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
 		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
 	}
-	if _, err := d.Pool().Exec(ctx, "DROP TABLE drover_claim_requests"); err != nil {
+	var cols int
+	if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'drover_jobs' AND column_name = 'claim_seq'").Scan(&cols); err != nil || cols != 0 {
+		t.Fatalf("after the failed migration drover_jobs has %d claim_seq columns (%v); want its column rolled back", cols, err)
+	}
+	if _, err := d.Pool().Exec(ctx, "DROP FUNCTION drover_jobs_claim_event_out()"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err != nil {

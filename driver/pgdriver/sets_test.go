@@ -45,6 +45,9 @@ INSERT INTO drover_jobs (kind, queue, status, priority, run_at, max_attempts, at
 	if err := d.CheckInvariants(ctx); err != nil {
 		t.Fatalf("after migration 006: %v", err)
 	}
+	if err := d.MigrateUp(ctx); err != nil { // the driver's statements need the latest schema
+		t.Fatal(err)
+	}
 
 	claimed, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"a", "b"}, Limit: 10, Owner: "w2"})
 	if err != nil {

@@ -23,7 +23,16 @@ func TestClaimStartWritesOneEventRow(t *testing.T) {
 		t.Fatalf("claims took %v and %v, want job %d then job %d", started, lone, a.ID, b.ID)
 	}
 	if n := f.eventRows(a.ID); n != 1 {
-		t.Errorf("job %d: %d event rows after enqueue and a starting claim, want 1", a.ID, n)
+		t.Errorf("job %d: %d event rows after enqueue and a starting claim with a request_id, want 1", a.ID, n)
+	}
+	// Without a request_id (a worker's claim) the row keeps them (migration 009).
+	w := f.enqueue(nil)
+	if ws := f.claim(driver.ClaimParams{ID: w.ID, Limit: 1, Start: true}); len(ws) != 1 {
+		t.Fatalf("claim of job %d took %v", w.ID, ws)
+	} else if n, evs := f.eventRows(w.ID), f.events(w.ID); n != 0 || len(evs) != 3 || evs[1].Seq != ws[0].Rev-1 || evs[2].Seq != ws[0].Rev ||
+		!evs[1].At.Equal(*ws[0].StartedAt) || evs[1].Actor != "worker:w1" {
+		t.Errorf("job %d after a worker's claim: %d event rows, events %+v; want none, and claimed, started at seq %d, %d at %v by worker:w1",
+			w.ID, n, evs, ws[0].Rev-1, ws[0].Rev, ws[0].StartedAt)
 	}
 	evs, err := f.d.JobEvents(f.ctx, a.ID)
 	if err != nil {
@@ -90,9 +99,9 @@ func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	}
 	for _, j := range jobs {
 		req := done[j.ID]
-		want := 1 // the claim's row
+		want := 0 // the claim's events and the succeeded event are in the job row
 		if req != "" {
-			want = 2
+			want = 2 // the succeeded row, and the claim's, written out when it ended (migration 009)
 		}
 		if n := f.eventRows(j.ID); n != want {
 			t.Errorf("job %d (request_id %q): %d event rows, want %d", j.ID, req, n, want)
@@ -133,8 +142,49 @@ func (f *fixture) events(id int64) []lifecycle.Event {
 	return evs
 }
 
-// Migrations 005 and 004 down put the events kept in compact form (enqueued
-// and succeeded events in job rows, a starting claim's one row) back into one
+// A worker's claim keeps its events in the job row (migration 009); an update
+// that ends the claim, even one no Drover statement makes (an operator's own
+// SQL), writes them out first (the migration's trigger), so the log keeps
+// them once.
+func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
+	f := newFixture(t)
+	j := f.enqueue(nil)
+	jobs := f.claim(driver.ClaimParams{Limit: 1, Start: true})
+	if len(jobs) != 1 {
+		t.Fatalf("claimed %v, want job %d", jobs, j.ID)
+	}
+	before := f.events(j.ID)
+	if len(before) != 3 || f.eventRows(j.ID) != 0 {
+		t.Fatalf("after a worker's claim: events %+v in %d rows; want enqueued, claimed, started, none in rows", before, f.eventRows(j.ID))
+	}
+	for _, q := range []string{
+		"UPDATE drover_jobs SET lease_expires_at = lease_expires_at + 60000000 WHERE id = ?", // the claim goes on
+		"UPDATE drover_jobs SET status = 'canceled', owner = NULL, lease_token = NULL, lease_expires_at = NULL, finished_at = 1 WHERE id = ?",
+		// No Drover path does this; the claim's events are out already.
+		"UPDATE drover_jobs SET status = 'queued', finished_at = NULL WHERE id = ?",
+	} {
+		if _, err := f.d.write.ExecContext(f.ctx, q, j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameEvents(t, "after an operator's updates", f.events(j.ID), before)
+	if n := f.eventRows(j.ID); n != 1 {
+		t.Errorf("after the claim ended: %d event rows, want the claim's one", n)
+	}
+	// A second claim of the job keeps its own events in the row again.
+	again := f.claim(driver.ClaimParams{ID: j.ID, Limit: 1, Owner: "w2", Start: true})
+	if len(again) != 1 {
+		t.Fatalf("claim again = %v", again)
+	}
+	evs := f.events(j.ID)
+	if len(evs) != 5 || evs[3].Type != lifecycle.EventClaimed || evs[3].Actor != "worker:w2" || evs[3].Attempt != 2 ||
+		evs[4].Type != lifecycle.EventStarted || evs[4].Seq != again[0].Rev {
+		t.Errorf("after a second claim: events %+v; want the first claim's then the second's, by worker:w2 at attempt 2", evs)
+	}
+}
+
+// Migrations 009, 005 and 004 down put the events kept in compact form (enqueued,
+// succeeded and claim events in job rows, a starting claim's one row) back into one
 // row each, and up again leaves each in one place: the log reads the same
 // before, at 003 (row by row) and after.
 func TestMigrationsDownKeepCompactEvents(t *testing.T) {

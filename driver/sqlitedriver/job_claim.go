@@ -88,7 +88,10 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 		tokens[i] = uuid.NewString()
 		claims = append(claims, c.id, c.status, tokens[i])
 	}
-	claim := batchStmt{name: "ClaimJobs", cols: 3, scalars: []any{p.Owner, expires, p.Start, micros(now)}}
+	// keep: the claim's events stay in its queued jobs' rows (claim_seq,
+	// migration 009); the others' go into drover_job_events.
+	keep := p.Start && p.RequestID == ""
+	claim := batchStmt{name: "ClaimJobs", cols: 3, scalars: []any{p.Owner, expires, p.Start, micros(now), keep}}
 	claimed, err := claim.queryJobs(ctx, tx, claims)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
@@ -117,7 +120,13 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 			return nil, fmt.Errorf("job %d: %w", j.ID, lifecycle.Check(lifecycle.OpClaim, lifecycle.Status(c.status), lifecycle.StatusClaimed))
 		}
 		jobs = append(jobs, j)
+		if keep && c.status == string(lifecycle.StatusQueued) {
+			continue // its row holds the events (ClaimJobs)
+		}
 		evs = append(evs, j.ID, c.status, string(t.Event))
+	}
+	if len(evs) == 0 {
+		return jobs, nil
 	}
 	events := batchStmt{name: "ClaimEvents", cols: 3,
 		scalars: []any{p.Start, micros(now), leaseActor(p.Owner), nullString(p.RequestID)}}

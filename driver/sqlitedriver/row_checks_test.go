@@ -19,10 +19,6 @@ import (
 func TestMigration008KeepsRowsAndCounter(t *testing.T) {
 	f := newFixture(t) // runs in parallel
 	ctx := f.ctx
-	stepDown(t, f.d) // to 007: the list forms
-	if s := tableSQL(t, f.d); !strings.Contains(s, "status IN ('pending','queued'") {
-		t.Fatalf("at 007 drover_jobs is %s; want the IN list", s)
-	}
 	for range 6 {
 		f.enqueue(nil)
 	}
@@ -40,21 +36,23 @@ func TestMigration008KeepsRowsAndCounter(t *testing.T) {
 	if _, err := f.d.write.ExecContext(ctx, "DELETE FROM drover_jobs WHERE id = ?", last); err != nil {
 		t.Fatal(err)
 	}
+	migrateTo(t, f.d, 7) // the list forms
+	if s := tableSQL(t, f.d); !strings.Contains(s, "status IN ('pending','queued'") {
+		t.Fatalf("at 007 drover_jobs is %s; want the IN list", s)
+	}
 	rows, seq := jobRows(t, f.d), sequence(t, f.d)
 	if seq != last {
 		t.Fatalf("sqlite_sequence = %d, want the deleted last id %d", seq, last)
 	}
 
-	if err := f.d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	migrateTo(t, f.d, 8)
 	if s := tableSQL(t, f.d); strings.Contains(s, "status IN ('pending'") || !strings.Contains(s, "status = 'queued' OR status = 'running'") {
 		t.Fatalf("at 008 drover_jobs is %s; want the comparison chain", s)
 	}
 	same(t, "after 008 up", jobRows(t, f.d), rows, sequence(t, f.d), seq)
 	wantIndexes(t, f.d, "drover_jobs_finished_idx ON drover_jobs (finished_at) WHERE finished_at IS NOT NULL")
 
-	stepDown(t, f.d)
+	migrateTo(t, f.d, 7)
 	if s := tableSQL(t, f.d); !strings.Contains(s, "status IN ('pending','queued'") {
 		t.Fatalf("after 008 down drover_jobs is %s; want the IN list", s)
 	}
@@ -75,7 +73,7 @@ func TestMigration008KeepsRowsAndCounter(t *testing.T) {
 // the trigger, and a view on the table failed the rename (helper-4).
 func TestMigration008KeepsOperatorObjects(t *testing.T) {
 	f := newFixture(t) // runs in parallel
-	stepDown(t, f.d)
+	migrateTo(t, f.d, 7)
 	for _, q := range []string{
 		"CREATE VIEW ops_failed AS SELECT id, queue, error FROM drover_jobs WHERE status = 'failed'",
 		"CREATE INDEX ops_kind_idx ON drover_jobs (kind)",
@@ -86,34 +84,46 @@ func TestMigration008KeepsOperatorObjects(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	check := func(when string) {
+	// check sees the objects, and that the view and the trigger work on the
+	// job's transition to failed, which fail makes.
+	check := func(when string, fail func() int64) {
 		t.Helper()
 		var n int
 		if err := f.d.write.QueryRow("SELECT count(*) FROM sqlite_schema WHERE name IN ('ops_failed', 'ops_kind_idx', 'ops_audit', 'ops_trg')").Scan(&n); err != nil || n != 4 {
 			t.Fatalf("%s: %d of the operator's 4 objects, %v", when, n, err)
 		}
-		j := f.enqueue(nil)
-		jobs := f.claim(driver.ClaimParams{ID: j.ID, Start: true})
-		if len(jobs) != 1 {
-			t.Fatalf("%s: claimed %v, want job %d", when, jobs, j.ID)
-		}
-		if _, err := f.d.JobFail(f.ctx, driver.FailParams{FenceParams: fp(jobs[0], f.at(time.Second)), Error: "boom", Permanent: true}); err != nil {
-			t.Fatal(err)
-		}
+		id := fail()
 		var audits, failed int
-		if err := f.d.write.QueryRow("SELECT count(*) FROM ops_audit WHERE id = ?", j.ID).Scan(&audits); err != nil || audits == 0 {
-			t.Errorf("%s: the trigger logged %d changes of job %d (%v); want some", when, audits, j.ID, err)
+		if err := f.d.write.QueryRow("SELECT count(*) FROM ops_audit WHERE id = ?", id).Scan(&audits); err != nil || audits == 0 {
+			t.Errorf("%s: the trigger logged %d changes of job %d (%v); want some", when, audits, id, err)
 		}
-		if err := f.d.write.QueryRow("SELECT count(*) FROM ops_failed WHERE id = ?", j.ID).Scan(&failed); err != nil || failed != 1 {
-			t.Errorf("%s: the view shows failed job %d %d times (%v); want once", when, j.ID, failed, err)
+		if err := f.d.write.QueryRow("SELECT count(*) FROM ops_failed WHERE id = ?", id).Scan(&failed); err != nil || failed != 1 {
+			t.Errorf("%s: the view shows failed job %d %d times (%v); want once", when, id, failed, err)
 		}
 	}
 	if err := f.d.MigrateUp(f.ctx); err != nil {
 		t.Fatalf("MigrateUp with an operator's view, index and trigger: %v", err)
 	}
-	check("after 008 up")
-	stepDown(t, f.d)
-	check("after 008 down")
+	queued := f.enqueue(nil).ID
+	check("after 008 up", func() int64 {
+		j := f.enqueue(nil)
+		jobs := f.claim(driver.ClaimParams{ID: j.ID, Start: true})
+		if len(jobs) != 1 {
+			t.Fatalf("claimed %v, want job %d", jobs, j.ID)
+		}
+		if _, err := f.d.JobFail(f.ctx, driver.FailParams{FenceParams: fp(jobs[0], f.at(time.Second)), Error: "boom", Permanent: true}); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	})
+	// This driver runs on the latest schema only: at 007 the job fails by hand.
+	migrateTo(t, f.d, 7)
+	check("after 008 down", func() int64 {
+		if _, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET status = 'failed', error = 'boom', finished_at = 1 WHERE id = ?", queued); err != nil {
+			t.Fatal(err)
+		}
+		return queued
+	})
 }
 
 // No CHECK or index predicate of drover_jobs makes SQLite build a lookup table
@@ -131,7 +141,7 @@ func TestRowWritesBuildNoLookupTables(t *testing.T) {
 			t.Errorf("%s: %d lookup tables built; want none", q, n)
 		}
 	}
-	stepDown(t, d)
+	migrateTo(t, d, 7)
 	if n := ephemerals(t, d, "UPDATE drover_jobs SET status = ?, finished_at = 1 WHERE id = 1", "queued"); n == 0 {
 		t.Errorf("at 007, an UPDATE of the status built no lookup table; the check above cannot fail")
 	}

@@ -98,8 +98,11 @@ func (h *harness) collect(ctx context.Context) (*history, error) {
 	// JobEvents do: a claim that starts its jobs writes claimed and started as
 	// one row (to_status 'running'), a job's enqueued event lives in its row
 	// (enqueued_by: pgdriver migration 008, sqlitedriver 004), and so does a
-	// succeeded event without a request_id (finished_by: 009, 005).
-	rows, err := h.sqlDB.QueryContext(ctx, `SELECT job_id, seq, type, COALESCE(from_status, ''),
+	// succeeded event without a request_id (finished_by: 009, 005), and a
+	// worker's claim while it is live (claim_seq: 012, 009).
+	rows, err := h.sqlDB.QueryContext(ctx, `WITH s(d, type, from_status, to_status) AS (
+VALUES (0, 'claimed', 'queued', 'claimed'), (1, 'started', 'claimed', 'running'))
+SELECT job_id, seq, type, COALESCE(from_status, ''),
 CASE WHEN type = 'claimed' THEN 'claimed' ELSE to_status END, `+micros("at")+`,
 actor, COALESCE(request_id, ''), attempt FROM drover_job_events
 UNION ALL
@@ -111,6 +114,11 @@ SELECT id, 1, 'enqueued', '', CASE WHEN workflow_run_id IS NULL THEN 'queued' EL
 UNION ALL
 SELECT id, rev, 'succeeded', 'running', 'succeeded', `+micros("finished_at")+`, finished_by, '', attempt
 FROM drover_jobs WHERE finished_by IS NOT NULL
+UNION ALL
+SELECT id, claim_seq + s.d, s.type, s.from_status, s.to_status, `+micros("started_at")+`,
+CASE WHEN status = 'running' THEN 'worker:' || owner ELSE finished_by END, '', attempt
+FROM drover_jobs CROSS JOIN s
+WHERE claim_seq IS NOT NULL AND (status = 'running' OR (status = 'succeeded' AND finished_by IS NOT NULL))
 ORDER BY 1, 2`)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)

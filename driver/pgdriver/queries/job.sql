@@ -73,8 +73,9 @@ LIMIT $5;
 -- (below), a job writes two event rows instead of four: together the two cut the
 -- machine's CPU a job by ~5% in continuous runs (bench/compare/HISTORY.md). A
 -- succeeded event without a request_id is its row's finished_by (migration 009),
--- so a worker's job writes one event row, its claim's. Every reader of the table
--- unfolds the rows this way (internal/chaos reads it too).
+-- so a worker's job writes one event row, its claim's, and since migration 012
+-- none: the claim's row is kept in the job row while its claim is live. Every
+-- reader of the table unfolds the rows this way (internal/chaos reads it too).
 SELECT job_id, seq, type, coalesce(from_status, '') AS from_status,
        CASE WHEN type = 'claimed' THEN 'claimed' ELSE to_status END AS to_status,
        at, actor, coalesce(request_id, '') AS request_id, attempt
@@ -91,6 +92,14 @@ UNION ALL
 -- The succeeded event of a completion without a request_id (migration 009).
 SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, finished_by, '', attempt
 FROM drover_jobs WHERE id = $1 AND finished_by IS NOT NULL
+UNION ALL
+-- The claimed and started events of a worker's claim while the row holds them
+-- (migration 012 says when): at started_at, by the claim's worker.
+SELECT id, claim_seq + s.d, s.type, s.from_status, s.to_status, started_at,
+       CASE WHEN status = 'running' THEN 'worker:' || owner ELSE finished_by END, '', attempt
+FROM drover_jobs CROSS JOIN (VALUES (0, 'claimed', 'queued', 'claimed'), (1, 'started', 'claimed', 'running')) AS s(d, type, from_status, to_status)
+WHERE id = $1 AND claim_seq IS NOT NULL
+  AND (status = 'running' OR (status = 'succeeded' AND finished_by IS NOT NULL))
 ORDER BY seq;
 
 -- name: EventSeen
@@ -239,7 +248,10 @@ j AS (
         lease_expires_at = coalesce($5::timestamptz, now()) + $4::bigint * interval '1 microsecond',
         executions = executions + CASE WHEN $7::bool THEN 1 ELSE 0 END,
         started_at = CASE WHEN $7::bool THEN coalesce($5::timestamptz, now()) ELSE started_at END,
-        rev = rev + CASE WHEN $7::bool THEN 2 ELSE 1 END
+        rev = rev + CASE WHEN $7::bool THEN 2 ELSE 1 END,
+        -- A worker's claim keeps its event in the row (migration 012): the
+        -- claimed event's seq, the new rev - 1; any other claim inserts it.
+        claim_seq = CASE WHEN $7::bool AND $6 = '' AND status = 'queued' THEN rev + 1 END
     WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status IN ('queued','stalled')
     RETURNING *
 ),
@@ -251,6 +263,7 @@ ev AS (
            CASE WHEN $7::bool THEN 'running' ELSE 'claimed' END,
            coalesce($5::timestamptz, now()), 'worker:' || $3, nullif($6, ''), j.attempt
     FROM j JOIN was ON was.id = j.id
+    WHERE j.claim_seq IS NULL
 ),
 lease AS (
     -- One row for the whole claim: every job of it got the same expiry.
@@ -297,7 +310,10 @@ j AS (
         lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
         executions = executions + CASE WHEN $6::bool THEN 1 ELSE 0 END,
         started_at = CASE WHEN $6::bool THEN coalesce($4::timestamptz, now()) ELSE started_at END,
-        rev = rev + CASE WHEN $6::bool THEN 2 ELSE 1 END
+        rev = rev + CASE WHEN $6::bool THEN 2 ELSE 1 END,
+        -- A worker's claim keeps its event in the row (migration 012): the
+        -- claimed event's seq, the new rev - 1; any other claim inserts it.
+        claim_seq = CASE WHEN $6::bool AND $5 = '' AND status = 'queued' THEN rev + 1 END
     WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status IN ('queued','stalled')
     RETURNING *
 ),
@@ -308,6 +324,7 @@ ev AS (
            CASE WHEN $6::bool THEN 'running' ELSE 'claimed' END,
            coalesce($4::timestamptz, now()), 'worker:' || $2, nullif($5, ''), j.attempt
     FROM j JOIN was ON was.id = j.id
+    WHERE j.claim_seq IS NULL
 ),
 lease AS (
     INSERT INTO drover_leases (expires_at, job_ids)

@@ -58,13 +58,16 @@ WHERE j.id = :id
 -- rows.go). With start the row goes straight to running (attempt+1,
 -- executions+1, started_at, rev+2): two transitions, whose two events the
 -- caller appends (claimed at seq rev-1, started at seq rev), as pgdriver's
--- JobClaimQueue does. The status guard repeats the candidate's.
+-- JobClaimQueue does. The status guard repeats the candidate's. A worker's
+-- claim (keep: start and no request_id) of a queued job keeps those events in
+-- the row, claim_seq their first seq (migration 009); every other claim sets
+-- claim_seq NULL and its caller inserts the events (ClaimEvents).
 -- It answers the columns the caller does not know: the status, owner, lease
 -- token and expiry are what it set, and result and error are NULL in a claimed
 -- or running row (the drover_jobs_*_only_when_* CHECKs); claimJobs fills them
 -- in. Each column read costs the driver two calls into SQLite, each under the
 -- connection's mutex: RETURNING * read 28 columns a job on the one writer.
-WITH p(owner, lease_expires_at, start, now) AS (VALUES (?, ?, ?, ?)),
+WITH p(owner, lease_expires_at, start, now, keep) AS (VALUES (?, ?, ?, ?, ?)),
      c(id, status, token) AS (VALUES /*rows*/)
 UPDATE drover_jobs
 SET status = CASE WHEN p.start THEN 'running' ELSE 'claimed' END,
@@ -74,7 +77,8 @@ SET status = CASE WHEN p.start THEN 'running' ELSE 'claimed' END,
     lease_expires_at = p.lease_expires_at,
     executions = executions + CASE WHEN p.start THEN 1 ELSE 0 END,
     started_at = CASE WHEN p.start THEN p.now ELSE started_at END,
-    rev = rev + CASE WHEN p.start THEN 2 ELSE 1 END
+    rev = rev + CASE WHEN p.start THEN 2 ELSE 1 END,
+    claim_seq = CASE WHEN p.keep AND c.status = 'queued' THEN rev + 1 END
 FROM c, p
 WHERE drover_jobs.id = c.id AND drover_jobs.status = c.status
 RETURNING id, kind, queue, args, metadata, priority, run_at, attempt, executions, max_attempts, timeout_ms,
