@@ -271,6 +271,10 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if n := eventRows(t, d, jobs[0].ID); n != 1 {
 		t.Errorf("after the claim ended: %d event rows, want the claim's one", n)
 	}
+	var seq *int64
+	if err := d.Pool().QueryRow(ctx, "SELECT claim_seq FROM drover_jobs WHERE id = $1", jobs[0].ID).Scan(&seq); err != nil || seq != nil {
+		t.Errorf("after the claim ended: claim_seq %v (%v), want NULL", seq, err)
+	}
 	// A second claim of the job keeps its own events in the row again.
 	again, err := d.JobClaim(ctx, driver.ClaimParams{ID: jobs[0].ID, Queues: []string{"q"}, Limit: 1, Owner: "w2", Start: true})
 	if err != nil || len(again) != 1 {

@@ -171,6 +171,10 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if n := f.eventRows(j.ID); n != 1 {
 		t.Errorf("after the claim ended: %d event rows, want the claim's one", n)
 	}
+	var seq *int64
+	if err := f.d.read.QueryRowContext(f.ctx, "SELECT claim_seq FROM drover_jobs WHERE id = ?", j.ID).Scan(&seq); err != nil || seq != nil {
+		t.Errorf("after the claim ended: claim_seq %v (%v), want NULL", seq, err)
+	}
 	// A second claim of the job keeps its own events in the row again.
 	again := f.claim(driver.ClaimParams{ID: j.ID, Limit: 1, Owner: "w2", Start: true})
 	if len(again) != 1 {

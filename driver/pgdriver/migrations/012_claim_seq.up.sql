@@ -13,7 +13,7 @@
 -- 'worker:' || owner). Any other update that ends that state (a failure, a
 -- retry, a snooze, a cancel, a reap, a completion with a request_id, or an
 -- operator's own UPDATE) first needs the event written out, which this trigger
--- does from the row as it was, so no statement can lose it. Readers of the log
+-- does from the row as it was, clearing claim_seq, so no statement can lose it. Readers of the log
 -- (JobEvents, the chaos collector) add the event from rows in that state.
 --
 -- Drivers older than this migration do not read it: every process that uses
@@ -21,20 +21,27 @@
 ALTER TABLE drover_jobs ADD COLUMN claim_seq bigint;
 
 CREATE FUNCTION drover_jobs_claim_event_out() RETURNS trigger LANGUAGE plpgsql
--- The events table of the schema this migration ran in, whatever the search_path
--- of the statement that fires it.
+-- The search_path the migration ran with (the schema Drover was given), not
+-- that of the statement that fires it.
 SET search_path FROM CURRENT AS $$
 BEGIN
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     VALUES (OLD.id, OLD.claim_seq, 'claimed', 'queued', 'running', OLD.started_at,
             CASE WHEN OLD.status = 'running' THEN 'worker:' || OLD.owner ELSE OLD.finished_by END,
             NULL, OLD.attempt);
-    RETURN NULL;
+    -- Out of the row for good: a later update that made the row look live
+    -- again without a claim (an operator's, or a process of an older version)
+    -- could not write it twice or show it twice.
+    NEW.claim_seq := NULL;
+    RETURN NEW;
 END
 $$;
 
+-- BEFORE, so it can clear claim_seq in the same row version. The WHEN clause
+-- is evaluated for every row an UPDATE of those columns writes (every claim
+-- and completion); the function runs only when a claim's kept events must go.
 CREATE TRIGGER drover_jobs_claim_event_out
-AFTER UPDATE OF status, finished_by, claim_seq ON drover_jobs
+BEFORE UPDATE OF status, finished_by, claim_seq ON drover_jobs
 FOR EACH ROW
 WHEN (OLD.claim_seq IS NOT NULL
       AND (OLD.status = 'running' OR (OLD.status = 'succeeded' AND OLD.finished_by IS NOT NULL))

@@ -14,7 +14,7 @@
 -- 'worker:' || owner). Any other update that ends that state (a failure, a
 -- retry, a snooze, a cancel, a reap, a completion with a request_id, or an
 -- operator's own UPDATE) first needs the event written out, which this trigger
--- does from the row as it was, so no statement can lose it. Readers of the log
+-- does from the row as it was, clearing claim_seq, so no statement can lose it. Readers of the log
 -- (EventList, the chaos collector) add the event from rows in that state.
 --
 -- Drivers older than this migration do not read it: every process that uses
@@ -33,4 +33,8 @@ BEGIN
     VALUES (OLD.id, OLD.claim_seq, 'claimed', 'queued', 'running', OLD.started_at,
             CASE WHEN OLD.status = 'running' THEN 'worker:' || OLD.owner ELSE OLD.finished_by END,
             NULL, OLD.attempt);
+    -- Out of the row for good: a later update that made the row look live
+    -- again without a claim (an operator's, or a process of an older version)
+    -- could not write it twice or show it twice.
+    UPDATE drover_jobs SET claim_seq = NULL WHERE id = OLD.id;
 END;
