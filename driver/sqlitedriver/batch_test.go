@@ -3,7 +3,9 @@ package sqlitedriver
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,5 +213,78 @@ func TestInsertManyOrder(t *testing.T) {
 	}
 	if !(res[0].Job.ID < res[1].Job.ID && res[1].Job.ID < res[4].Job.ID) {
 		t.Errorf("ids %d, %d, %d do not ascend in input order", res[0].Job.ID, res[1].Job.ID, res[4].Job.ID)
+	}
+}
+
+// TestBatchUpdateFailureWritesNothing: the claim's and the batched
+// transitions' UPDATEs are OR FAIL (no statement journal), so a row that fails
+// partway through keeps the rows the statement already wrote until the
+// transaction rolls back. A trigger that refuses the last job of each batch
+// checks that the caller does roll back: no job of the batch moves, and no
+// event is logged.
+func TestBatchUpdateFailureWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	var jobs []*driver.Job
+	for range 6 {
+		jobs = append(jobs, f.enqueue(nil))
+	}
+	last := jobs[len(jobs)-1].ID
+	refuse := func(to string) {
+		t.Helper()
+		if _, err := f.d.DB().ExecContext(f.ctx, `DROP TRIGGER IF EXISTS test_refuse`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.d.DB().ExecContext(f.ctx, fmt.Sprintf(`CREATE TRIGGER test_refuse BEFORE UPDATE OF status ON drover_jobs
+			WHEN NEW.id = %d AND NEW.status = '%s' BEGIN SELECT RAISE(FAIL, 'test refuses job %d'); END`, last, to, last)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		for _, j := range jobs {
+			got, err := f.d.JobGet(f.ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, j) {
+				t.Errorf("after the refused %s, job %d = %+v, want it unchanged: %+v", what, j.ID, got, j)
+			}
+		}
+	}
+	refuse("running")
+	if got, err := f.d.JobClaim(f.ctx, driver.ClaimParams{Queues: []string{"default"}, Limit: 10, Owner: "w1",
+		LeaseDuration: time.Minute, Start: true, Now: f.at(0)}); err == nil || !strings.Contains(err.Error(), "test refuses") {
+		t.Fatalf("claim = %d jobs, %v; want the trigger's error", len(got), err)
+	}
+	unchanged("claim")
+	for _, j := range jobs {
+		f.wantHistory(j.ID, "enqueued")
+	}
+
+	if _, err := f.d.DB().ExecContext(f.ctx, `DROP TRIGGER test_refuse`); err != nil {
+		t.Fatal(err)
+	}
+	jobs = f.claim(driver.ClaimParams{Limit: 10, Start: true})
+	if len(jobs) != 6 {
+		t.Fatalf("claimed %d jobs, want 6", len(jobs))
+	}
+	for i, j := range jobs { // the claim's answer lacks nothing JobGet reads
+		if jobs[i], _ = f.d.JobGet(f.ctx, j.ID); jobs[i] == nil {
+			t.Fatalf("job %d is gone", j.ID)
+		}
+	}
+	refuse("succeeded")
+	ps := make([]driver.CompleteParams, len(jobs))
+	for i, j := range jobs {
+		ps[i] = driver.CompleteParams{FenceParams: fp(j, f.at(time.Second)), Result: json.RawMessage(`1`)}
+	}
+	for i, err := range f.d.JobCompleteManyErrs(f.ctx, ps) {
+		if err == nil || !strings.Contains(err.Error(), "test refuses") {
+			t.Errorf("completion %d (job %d): %v, want the trigger's error", i, jobs[i].ID, err)
+		}
+	}
+	unchanged("completion")
+	for _, j := range jobs {
+		f.wantHistory(j.ID, "enqueued", "claimed", "started")
 	}
 }

@@ -67,9 +67,11 @@ WHERE j.id = :id
 -- or running row (the drover_jobs_*_only_when_* CHECKs); claimJobs fills them
 -- in. Each column read costs the driver two calls into SQLite, each under the
 -- connection's mutex: RETURNING * read 28 columns a job on the one writer.
+-- OR FAIL: no statement journal (queries/lease.sql says why); claimJobs's
+-- caller rolls the transaction back on any error.
 WITH p(owner, lease_expires_at, start, now, keep) AS (VALUES (?, ?, ?, ?, ?)),
      c(id, status, token) AS (VALUES /*rows*/)
-UPDATE drover_jobs
+UPDATE OR FAIL drover_jobs
 SET status = CASE WHEN p.start THEN 'running' ELSE 'claimed' END,
     attempt = attempt + 1,
     owner = p.owner,

@@ -103,6 +103,17 @@ RETURNING *;
 -- A completion without a request_id is the exception: its succeeded event is
 -- the row's finished_by (migration 005), so the INSERT skips it and the UPDATE's
 -- guard alone decides.
+--
+-- The UPDATEs are OR FAIL. A statement that writes many rows and may stop
+-- halfway on a constraint (OR ABORT, the default) keeps a statement journal: a
+-- copy of every page it is about to change, so that it can undo itself alone.
+-- Past 64 KiB that copy goes to a temporary file, and a chunk of 256 jobs
+-- changes far more: ~3% of the one writer's CPU in a burn-down went into
+-- writing it. Every caller of these statements (and of ClaimJobs) rolls the
+-- whole transaction back on any error, so undoing the statement alone buys
+-- nothing; with OR FAIL a failure keeps the statement's earlier rows until that
+-- rollback, and SQLite keeps no journal of the statement. The constraints are
+-- checked just the same.
 
 -- name: JobStartManyEvents
 WITH p(type) AS (VALUES (?)),
@@ -117,7 +128,7 @@ WHERE j.status = 'claimed' AND j.attempt = b.attempt AND j.lease_token = b.token
 -- name: JobStartMany
 -- arg is the new lease length in microseconds; 0 keeps the current expiry.
 WITH b(id, attempt, token, at, lease_us, request_id) AS (VALUES /*rows*/)
-UPDATE drover_jobs
+UPDATE OR FAIL drover_jobs
 SET status = 'running',
     executions = executions + 1,
     started_at = b.at,
@@ -143,7 +154,7 @@ WHERE j.status = 'running' AND j.attempt = b.attempt AND j.lease_token = b.token
 -- name: JobCompleteMany
 -- arg is the result: JSON text, bound as text so it is stored as given.
 WITH b(id, attempt, token, at, result, request_id) AS (VALUES /*rows*/)
-UPDATE drover_jobs
+UPDATE OR FAIL drover_jobs
 SET status = 'succeeded',
     result = b.result,
     finished_at = b.at,
