@@ -217,9 +217,9 @@ func TestInsertManyOrder(t *testing.T) {
 }
 
 // TestBatchUpdateFailureWritesNothing: the claim's and the batched
-// transitions' UPDATEs are OR FAIL (no statement journal), so a row that fails
-// partway through keeps the rows the statement already wrote until the
-// transaction rolls back. A trigger that refuses the last job of each batch
+// transitions' UPDATEs are OR FAIL (no statement journal), so a statement that
+// fails partway keeps the rows it already wrote until the transaction rolls
+// back. A trigger that refuses the last job of each batch
 // checks that the caller does roll back: no job of the batch moves, and no
 // event is logged.
 func TestBatchUpdateFailureWritesNothing(t *testing.T) {
