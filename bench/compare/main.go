@@ -41,7 +41,7 @@ func run() error {
 		backlogF    = flag.String("backlog", "10000,1000000,5000000", "backlog: table sizes (rows), grown in turn")
 		backlogJobs = flag.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
 		backlogFut  = flag.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
-		burnRounds  = flag.Int("burn-down-rounds", 1, "burn-down: run drover and river this many times each, alternating (drover, river, then river, drover, ...), and report each one's median; the other systems run once")
+		burnRounds  = flag.Int("burn-down-rounds", 1, "burn-down: run every system this many times, each round in the reverse order of the one before, and report each one's median (and each round's figures and quotients)")
 		sqlite      = flag.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous); raw runs as raw-sqlite and raw-sqlite-row (raw on Drover's job row)")
 		sqliteOnly  = flag.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
 		sqliteDir   = flag.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")

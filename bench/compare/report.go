@@ -344,10 +344,11 @@ func writeShares(w io.Writer, results []result) {
 }
 
 // writeRounds prints, for a burn-down run in rounds, each round's work rate of
-// the systems that ran more than once and the drover/river quotient of each
-// round; the table above shows the medians and lost/dup summed over the rounds.
+// the systems that ran more than once, the drover/river quotient of each round
+// and each round's share of raw (rawShares); the table above shows the medians
+// and lost/dup summed over the rounds.
 func writeRounds(w io.Writer, results []result) {
-	var drover, river []float64
+	rounds := map[string][]float64{}
 	for _, res := range results {
 		if res.Workload != "burn-down" || len(res.WorkRounds) == 0 {
 			continue
@@ -358,22 +359,31 @@ func writeRounds(w io.Writer, results []result) {
 		}
 		fmt.Fprintf(w, "burn-down work jobs/s of %s by round: %s (the table shows the median; lost/dup are summed)\n",
 			res.System, strings.Join(figs, " / "))
-		switch res.System {
-		case "drover":
-			drover = res.WorkRounds
-		case "river":
-			river = res.WorkRounds
-		}
+		rounds[res.System] = res.WorkRounds
 	}
-	if len(drover) > 0 && len(drover) == len(river) {
-		q := make([]string, len(drover))
-		for i := range drover {
-			q[i] = "-" // a round that failed has no rate
-			if drover[i] > 0 && river[i] > 0 {
-				q[i] = fmt.Sprintf("%.2f×", drover[i]/river[i])
+	// byRound formats f of each round in which both a and b have a rate (a
+	// round that failed has none), or answers false when they did not run the
+	// same rounds.
+	byRound := func(a, b []float64, f func(x, y float64) string) (string, bool) {
+		if len(a) == 0 || len(a) != len(b) {
+			return "", false
+		}
+		q := make([]string, len(a))
+		for i := range a {
+			q[i] = "-"
+			if a[i] > 0 && b[i] > 0 {
+				q[i] = f(a[i], b[i])
 			}
 		}
-		fmt.Fprintf(w, "burn-down drover/river by round: %s\n", strings.Join(q, " / "))
+		return strings.Join(q, " / "), true
+	}
+	if q, ok := byRound(rounds["drover"], rounds["river"], func(x, y float64) string { return fmt.Sprintf("%.2f×", x/y) }); ok {
+		fmt.Fprintf(w, "burn-down drover/river by round: %s\n", q)
+	}
+	for _, p := range rawShares {
+		if q, ok := byRound(rounds[p[0]], rounds[p[1]], func(x, y float64) string { return fmt.Sprintf("%.1f%%", 100*x/y) }); ok {
+			fmt.Fprintf(w, "burn-down %s share of %s by round: %s\n", p[0], p[1], q)
+		}
 	}
 }
 

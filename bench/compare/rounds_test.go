@@ -24,13 +24,18 @@ func names(ss []system) []string {
 	return out
 }
 
-// Every system runs once in its usual order, then drover and river alternate
-// which goes first, so neither always runs first.
+// Every system runs once in its usual order, then again in the reverse order,
+// and so on, so no system always runs first or after the same one; the raw
+// baselines run in rounds like the systems they are the baseline of.
 func TestBurnDownSchedule(t *testing.T) {
 	got := names(burnDownSchedule([]system{sys("drover"), sys("river"), sys("raw"), sys("drover-sqlite")}, 3))
-	want := []string{"drover", "river", "raw", "drover-sqlite", "river", "drover", "drover", "river"}
+	want := []string{"drover", "river", "raw", "drover-sqlite", "drover-sqlite", "raw", "river", "drover",
+		"drover", "river", "raw", "drover-sqlite"}
 	if !slices.Equal(got, want) {
 		t.Errorf("schedule = %v, want %v", got, want)
+	}
+	if got := names(burnDownSchedule([]system{sys("drover"), sys("raw")}, 1)); !slices.Equal(got, []string{"drover", "raw"}) {
+		t.Errorf("one round = %v, want each system once", got)
 	}
 }
 
@@ -74,9 +79,18 @@ func TestMergeRounds(t *testing.T) {
 	writeRounds(&b, []result{
 		{Workload: "burn-down", System: "drover", WorkRounds: []float64{50, 40}},
 		{Workload: "burn-down", System: "river", WorkRounds: []float64{0, 20}},
+		{Workload: "burn-down", System: "raw", WorkRounds: []float64{80, 100}},
+		{Workload: "burn-down", System: "drover-sqlite", WorkRounds: []float64{30, 20}},
+		{Workload: "burn-down", System: "raw-sqlite", WorkRounds: []float64{90}},
 	})
-	if !strings.Contains(b.String(), "by round: - / 2.00×") {
+	if !strings.Contains(b.String(), "drover/river by round: - / 2.00×") {
 		t.Errorf("rounds lines = %q; want no quotient for the round river failed", b.String())
+	}
+	if !strings.Contains(b.String(), "drover share of raw by round: 62.5% / 40.0%") {
+		t.Errorf("rounds lines = %q; want drover's share of raw in each round", b.String())
+	}
+	if strings.Contains(b.String(), "share of raw-sqlite") {
+		t.Errorf("rounds lines = %q; want no share by round of systems that ran different rounds", b.String())
 	}
 }
 
