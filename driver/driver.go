@@ -482,9 +482,10 @@ func (s MigrationStatus) CheckNotAhead() error {
 // and can repair them a step at a time. The maintenance engine's leader calls
 // RepairStep once per reconcile period, walking the whole table in id order, so
 // a job that became claimable without entering its set (written by an older
-// binary during a rolling upgrade, or by a bug) is claimed at most one walk
-// later instead of never, and a job whose expired lease no set row names is
-// reaped one walk later instead of never.
+// binary during a rolling upgrade, or by a bug) is claimed one walk after it is
+// a minute old (pgdriver leaves younger jobs to the next walk) instead of never,
+// and a job whose expired lease no set row names is reaped one walk later
+// instead of never.
 type Repairer interface {
 	// RepairStep checks up to limit jobs with ids above after and repairs the
 	// sets for them. It returns the last id checked, or 0 when it reached the end

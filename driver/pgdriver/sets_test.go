@@ -117,7 +117,8 @@ func TestCancelSkipsAHeldReadyRow(t *testing.T) {
 
 // A claimable job without its ready row (as an older binary, which does not know
 // drover_ready, would enqueue it) is never claimed until a repair step reaches
-// it; then it is, and the step says how many it repaired.
+// it a minute or more after its enqueue (a younger one is left for the next
+// walk); then it is, and the step says how many it repaired.
 func TestRepairStepGivesAMissingJobItsReadyRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -140,6 +141,12 @@ func TestRepairStepGivesAMissingJobItsReadyRow(t *testing.T) {
 	}
 	if got := claim(); len(got) != 4 {
 		t.Fatalf("claim before the repair took %d jobs, want the 4 with ready rows", len(got))
+	}
+	if _, n, err := d.RepairStep(ctx, 0, 100); err != nil || n != 0 {
+		t.Fatalf("a walk over a job enqueued just now repaired %d (%v), want 0: it waits until it is a minute old", n, err)
+	}
+	if _, err := d.Pool().Exec(ctx, "UPDATE drover_jobs SET created_at = created_at - interval '61 seconds' WHERE id = $1", orphan); err != nil {
+		t.Fatal(err)
 	}
 	// In steps of 2 over 5 jobs: 2, 2, then 1 and the end of the table.
 	var after int64

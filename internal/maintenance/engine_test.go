@@ -113,8 +113,8 @@ func TestOneLeaderAndHandover(t *testing.T) {
 }
 
 // The leader walks the driver's repair steps: a claimable job that an older
-// binary enqueued without its drover_ready row is claimable again once the walk
-// passes it.
+// binary enqueued without its drover_ready row (a minute ago: younger ones wait
+// for a later walk) is claimable again once the walk passes it.
 func TestLeaderRepairsTheReadySet(t *testing.T) {
 	t.Parallel()
 	drv := testdb.Open(t, "postgres")
@@ -128,6 +128,9 @@ func TestLeaderRepairsTheReadySet(t *testing.T) {
 	}
 	pool := drv.(interface{ Pool() *pgxpool.Pool }).Pool()
 	if _, err := pool.Exec(ctx, "DELETE FROM drover_ready WHERE id = $1", res[0].Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE drover_jobs SET created_at = created_at - interval '61 seconds' WHERE id = $1", res[0].Job.ID); err != nil {
 		t.Fatal(err)
 	}
 	e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 600 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond})
