@@ -2,11 +2,13 @@ package pgdriver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/driver/pgdriver"
@@ -236,46 +238,97 @@ func TestMigrationsDownKeepCompactEvents(t *testing.T) {
 	}
 }
 
-// A worker's claim keeps its events in the job row (migration 012); an update
-// that ends the claim, even one no Drover statement makes (an operator's own
-// SQL), writes them out first (the migration's trigger), so the log keeps
-// them once.
+// A worker's claim keeps its events in the job row (migration 012). Every
+// Drover statement that ends the claim writes them out as one row and clears
+// claim_seq, in the statement that ends it; an update no Drover statement
+// makes (an operator's own SQL) that would end it with them still in the row
+// fails on migration 013's check instead of losing them.
 func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := open(t)
-	jobs := runningJobs(t, d, 2)
-	before, err := d.JobEvents(ctx, jobs[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(before) != 3 || eventRows(t, d, jobs[0].ID) != 0 {
-		t.Fatalf("after a worker's claim: events %+v in %d rows; want enqueued, claimed, started, none in rows", before, eventRows(t, d, jobs[0].ID))
-	}
-	for _, q := range []string{
-		"UPDATE drover_jobs SET lease_expires_at = lease_expires_at + interval '1 minute' WHERE id = $1", // the claim goes on
-		"UPDATE drover_jobs SET status = 'canceled', owner = NULL, lease_token = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = $1",
-		// No Drover path does this; the claim's events are out already.
-		"UPDATE drover_jobs SET status = 'queued', finished_at = NULL, run_at = now() WHERE id = $1",
-		"INSERT INTO drover_ready (queue, priority, run_at, id) SELECT queue, priority, run_at, id FROM drover_jobs WHERE id = $1",
-	} {
-		if _, err := d.Pool().Exec(ctx, q, jobs[0].ID); err != nil {
+	jobs := runningJobs(t, d, 4)
+	before := map[int64][]lifecycle.Event{}
+	for _, j := range jobs {
+		evs, err := d.JobEvents(ctx, j.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if len(evs) != 3 || eventRows(t, d, j.ID) != 0 {
+			t.Fatalf("after a worker's claim: events %+v in %d rows; want enqueued, claimed, started, none in rows", evs, eventRows(t, d, j.ID))
+		}
+		before[j.ID] = evs
 	}
-	after, err := d.JobEvents(ctx, jobs[0].ID)
-	if err != nil {
+	claimSeq := func(id int64) *int64 {
+		t.Helper()
+		var seq *int64
+		if err := d.Pool().QueryRow(ctx, "SELECT claim_seq FROM drover_jobs WHERE id = $1", id).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+
+	// The operator's updates: one the claim outlives, one that would end it.
+	if _, err := d.Pool().Exec(ctx, "UPDATE drover_jobs SET lease_expires_at = lease_expires_at + interval '1 minute' WHERE id = $1", jobs[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	sameEvents(t, "after an operator's updates", after, before)
-	if n := eventRows(t, d, jobs[0].ID); n != 1 {
-		t.Errorf("after the claim ended: %d event rows, want the claim's one", n)
+	_, err := d.Pool().Exec(ctx, "UPDATE drover_jobs SET status = 'canceled', owner = NULL, lease_token = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = $1", jobs[0].ID)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "drover_jobs_claim_seq_live" {
+		t.Fatalf("an operator's update that ends the claim: %v; want a check violation of drover_jobs_claim_seq_live", err)
 	}
-	var seq *int64
-	if err := d.Pool().QueryRow(ctx, "SELECT claim_seq FROM drover_jobs WHERE id = $1", jobs[0].ID).Scan(&seq); err != nil || seq != nil {
-		t.Errorf("after the claim ended: claim_seq %v (%v), want NULL", seq, err)
+	if evs, _ := d.JobEvents(ctx, jobs[0].ID); eventRows(t, d, jobs[0].ID) != 0 || claimSeq(jobs[0].ID) == nil {
+		t.Fatalf("after the refused update: events %+v, %d rows, claim_seq NULL; want the claim's events still in the row", evs, eventRows(t, d, jobs[0].ID))
+	} else {
+		sameEvents(t, "after the refused update", evs, before[jobs[0].ID])
 	}
-	// A second claim of the job keeps its own events in the row again.
+
+	// Each of Drover's ends of a claim: its own event follows the claim's.
+	later := time.Now().Add(time.Hour)
+	ends := []struct {
+		name string
+		end  func(j *driver.Job) error
+		want lifecycle.EventType
+	}{
+		{"fail", func(j *driver.Job) error {
+			_, err := d.JobFail(ctx, driver.FailParams{FenceParams: fence(j, ""), Error: "boom"})
+			return err
+		}, lifecycle.EventRetried},
+		{"snooze", func(j *driver.Job) error {
+			_, err := d.JobSnooze(ctx, driver.SnoozeParams{FenceParams: fence(j, ""), Delay: time.Minute})
+			return err
+		}, lifecycle.EventSnoozed},
+		{"cancel", func(j *driver.Job) error {
+			_, err := d.JobCancel(ctx, driver.CancelParams{ID: j.ID, Actor: "api:test"})
+			return err
+		}, lifecycle.EventCanceled},
+		{"reap", func(j *driver.Job) error {
+			got, err := d.JobReapExpired(ctx, driver.ReapParams{Limit: 10, Now: &later})
+			if err == nil && (len(got) != 1 || got[0].ID != j.ID) {
+				err = fmt.Errorf("reaped %d jobs, want job %d alone", len(got), j.ID)
+			}
+			return err
+		}, lifecycle.EventRequeued},
+	}
+	for i, c := range ends {
+		j := jobs[i]
+		if err := c.end(j); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		evs, err := d.JobEvents(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) < 4 || evs[len(evs)-1].Type != c.want {
+			t.Fatalf("%s: events %+v; want the claim's, then %s", c.name, evs, c.want)
+		}
+		sameEvents(t, c.name+": the events up to the claim's", evs[:3], before[j.ID])
+		if rows := eventRows(t, d, j.ID); rows != len(evs)-2 || claimSeq(j.ID) != nil {
+			t.Errorf("%s: %d event rows for %d events, claim_seq %v; want the claim's row and the end's, claim_seq NULL", c.name, rows, len(evs), claimSeq(j.ID))
+		}
+	}
+
+	// A second claim of the failed (requeued) job keeps its own events in the row again.
 	again, err := d.JobClaim(ctx, driver.ClaimParams{ID: jobs[0].ID, Queues: []string{"q"}, Limit: 1, Owner: "w2", Start: true})
 	if err != nil || len(again) != 1 {
 		t.Fatalf("claim again = %v, %v", again, err)
@@ -284,9 +337,9 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 5 || evs[3].Type != lifecycle.EventClaimed || evs[3].Actor != "worker:w2" || evs[3].Attempt != 2 ||
-		evs[4].Type != lifecycle.EventStarted || evs[4].Seq != again[0].Rev {
-		t.Errorf("after a second claim: events %+v; want the first claim's then the second's, by worker:w2 at attempt 2", evs)
+	if len(evs) != 6 || evs[4].Type != lifecycle.EventClaimed || evs[4].Actor != "worker:w2" || evs[4].Attempt != 2 ||
+		evs[5].Type != lifecycle.EventStarted || evs[5].Seq != again[0].Rev {
+		t.Errorf("after a second claim: events %+v; want the first claim's, the retry, then the second claim's, by worker:w2 at attempt 2", evs)
 	}
 }
 

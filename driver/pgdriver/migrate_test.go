@@ -25,8 +25,9 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An object of the name the last migration creates makes it fail, after
-	// its first statement (the column) has run.
-	if _, err := d.Pool().Exec(ctx, "CREATE FUNCTION drover_jobs_claim_event_out() RETURNS int LANGUAGE sql AS 'SELECT 1'"); err != nil {
+	// its first statement (the trigger's drop) has run.
+	const conflict = "ALTER TABLE drover_jobs ADD CONSTRAINT drover_jobs_claim_seq_live CHECK (true)"
+	if _, err := d.Pool().Exec(ctx, conflict); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err == nil {
@@ -35,11 +36,11 @@ func TestMigrationFailureLeavesTheVersionClean(t *testing.T) {
 	if st, err := d.MigrateStatus(ctx); err != nil || st.Dirty || st.Current != latest-1 {
 		t.Fatalf("after the failed migration: %+v, %v; want version %d, clean", st, err, latest-1)
 	}
-	var cols int
-	if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'drover_jobs' AND column_name = 'claim_seq'").Scan(&cols); err != nil || cols != 0 {
-		t.Fatalf("after the failed migration drover_jobs has %d claim_seq columns (%v); want its column rolled back", cols, err)
+	var triggers int
+	if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'drover_jobs'::regclass AND tgname = 'drover_jobs_claim_event_out'").Scan(&triggers); err != nil || triggers != 1 {
+		t.Fatalf("after the failed migration drover_jobs has %d claim-event triggers (%v); want its drop rolled back", triggers, err)
 	}
-	if _, err := d.Pool().Exec(ctx, "DROP FUNCTION drover_jobs_claim_event_out()"); err != nil {
+	if _, err := d.Pool().Exec(ctx, "ALTER TABLE drover_jobs DROP CONSTRAINT drover_jobs_claim_seq_live"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.MigrateUp(ctx); err != nil {

@@ -415,24 +415,32 @@ SELECT * FROM j;
 
 -- name: JobComplete
 WITH cur AS (
-    SELECT id, owner FROM drover_jobs
+    SELECT id, owner, claim_seq FROM drover_jobs
     WHERE id = $1 AND status = 'running' AND attempt = $2 AND lease_token = $3::uuid
     FOR UPDATE
 ),
 j AS (
     UPDATE drover_jobs SET
         status = 'succeeded', result = $6::jsonb, finished_at = coalesce($5::timestamptz, now()),
-        -- Without a request_id the succeeded event is the row (migration 009).
+        -- Without a request_id the succeeded event is the row (migration 009),
+        -- and the claim's events stay in it (012); with one they leave it.
         finished_by = CASE WHEN $4 = '' THEN 'worker:' || cur.owner END,
+        claim_seq = CASE WHEN $4 = '' THEN cur.claim_seq END,
         owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'running' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
-    RETURNING drover_jobs.*, cur.owner AS old_owner
+    RETURNING drover_jobs.*, cur.owner AS old_owner, cur.claim_seq AS old_claim_seq
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, 'worker:' || old_owner, $4, attempt FROM j
     WHERE $4 <> ''
+),
+kept AS (
+    -- The claim's events the row kept (migration 012) leave it with the claim.
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, old_claim_seq, 'claimed', 'queued', 'running', started_at, 'worker:' || old_owner, NULL, attempt
+    FROM j WHERE old_claim_seq IS NOT NULL AND claim_seq IS NULL
 ),
 fin AS (
     INSERT INTO drover_finished (finished_at, job_ids) SELECT finished_at, ARRAY[id] FROM j
@@ -443,7 +451,7 @@ SELECT * FROM j;
 -- Retry while the execution budget lasts and the error is retryable; else fail.
 -- The error joins the history either way.
 WITH cur AS (
-    SELECT id, owner, (NOT $7::bool AND executions < max_attempts) AS retry FROM drover_jobs
+    SELECT id, owner, claim_seq, (NOT $7::bool AND executions < max_attempts) AS retry FROM drover_jobs
     WHERE id = $1 AND status = 'running' AND attempt = $2 AND lease_token = $3::uuid
     FOR UPDATE
 ),
@@ -457,15 +465,21 @@ j AS (
         finished_at = CASE WHEN cur.retry THEN NULL ELSE coalesce($5::timestamptz, now()) END,
         errors = errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
             'attempt', attempt, 'at', coalesce($5::timestamptz, now()), 'error', $6::text, 'stack', nullif($9::text, '')))),
-        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1, claim_seq = NULL
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'running' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
-    RETURNING drover_jobs.*, cur.owner AS old_owner
+    RETURNING drover_jobs.*, cur.owner AS old_owner, cur.claim_seq AS old_claim_seq
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, CASE WHEN status = 'queued' THEN 'retried' ELSE 'failed' END, 'running', status,
            coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+),
+kept AS (
+    -- The claim's events the row kept (migration 012) leave it with the claim.
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, old_claim_seq, 'claimed', 'queued', 'running', started_at, 'worker:' || old_owner, NULL, attempt
+    FROM j WHERE old_claim_seq IS NOT NULL AND claim_seq IS NULL
 ),
 rdy AS (
     INSERT INTO drover_ready (queue, priority, run_at, id)
@@ -478,7 +492,7 @@ SELECT * FROM j;
 
 -- name: JobSnooze
 WITH cur AS (
-    SELECT id, owner FROM drover_jobs
+    SELECT id, owner, claim_seq FROM drover_jobs
     WHERE id = $1 AND status = 'running' AND attempt = $2 AND lease_token = $3::uuid
     FOR UPDATE
 ),
@@ -487,14 +501,20 @@ j AS (
         status = 'queued',
         run_at = coalesce($6::timestamptz, coalesce($5::timestamptz, now()) + $7::bigint * interval '1 microsecond'),
         executions = executions - 1,
-        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1, claim_seq = NULL
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = 'running' AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
-    RETURNING drover_jobs.*, cur.owner AS old_owner
+    RETURNING drover_jobs.*, cur.owner AS old_owner, cur.claim_seq AS old_claim_seq
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'snoozed', 'running', 'queued', coalesce($5::timestamptz, now()), 'worker:' || old_owner, nullif($4, ''), attempt FROM j
+),
+kept AS (
+    -- The claim's events the row kept (migration 012) leave it with the claim.
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, old_claim_seq, 'claimed', 'queued', 'running', started_at, 'worker:' || old_owner, NULL, attempt
+    FROM j WHERE old_claim_seq IS NOT NULL AND claim_seq IS NULL
 ),
 rdy AS (
     INSERT INTO drover_ready (queue, priority, run_at, id)
@@ -511,21 +531,27 @@ SELECT * FROM j;
 -- reads the version of the statement's snapshot) matches nothing, nothing is
 -- written, and the caller runs the statement again.
 WITH cur AS (
-    SELECT id, status, queue, priority, run_at FROM drover_jobs
+    SELECT id, status, queue, priority, run_at, owner, claim_seq FROM drover_jobs
     WHERE id = $1 AND status NOT IN ('succeeded','failed','canceled','skipped')
     FOR UPDATE
 ),
 j AS (
     UPDATE drover_jobs SET
         status = 'canceled', finished_at = coalesce($4::timestamptz, now()),
-        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1, claim_seq = NULL
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = cur.status
-    RETURNING drover_jobs.*, cur.status AS old_status
+    RETURNING drover_jobs.*, cur.status AS old_status, cur.owner AS old_owner, cur.claim_seq AS old_claim_seq
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'canceled', old_status, 'canceled', finished_at, $3, nullif($2, ''), attempt FROM j
+),
+kept AS (
+    -- The claim's events the row kept (migration 012) leave it with the claim.
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, old_claim_seq, 'claimed', 'queued', 'running', started_at, 'worker:' || old_owner, NULL, attempt
+    FROM j WHERE old_claim_seq IS NOT NULL AND claim_seq IS NULL
 ),
 unready AS (
     DELETE FROM drover_ready WHERE ctid = ANY (ARRAY(
@@ -551,7 +577,7 @@ WITH due AS (
     ) l CROSS JOIN LATERAL unnest(l.job_ids) AS u(id)
 ),
 cur AS (
-    SELECT id, status FROM drover_jobs
+    SELECT id, status, owner, claim_seq FROM drover_jobs
     WHERE id = ANY (ARRAY(SELECT id FROM due))
       AND status IN ('claimed','running') AND lease_expires_at < coalesce($2::timestamptz, now())
     ORDER BY lease_expires_at
@@ -570,11 +596,11 @@ j AS (
         errors = CASE WHEN cur.status = 'running' THEN errors || jsonb_build_array(jsonb_build_object(
             'attempt', attempt, 'at', coalesce($2::timestamptz, now()),
             'error', 'lease expired while running (worker presumed dead)')) ELSE errors END,
-        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 2
+        owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 2, claim_seq = NULL
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = cur.status
       AND drover_jobs.lease_expires_at < coalesce($2::timestamptz, now())
-    RETURNING drover_jobs.*, cur.status AS old_status
+    RETURNING drover_jobs.*, cur.status AS old_status, cur.owner AS old_owner, cur.claim_seq AS old_claim_seq
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
@@ -582,6 +608,12 @@ ev AS (
     UNION ALL
     SELECT id, rev, CASE WHEN status = 'failed' THEN 'failed' ELSE 'requeued' END, 'stalled', status,
            coalesce($2::timestamptz, now()), 'engine', NULL, attempt FROM j
+),
+kept AS (
+    -- The claim's events the row kept (migration 012) leave it with the claim.
+    INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+    SELECT id, old_claim_seq, 'claimed', 'queued', 'running', started_at, 'worker:' || old_owner, NULL, attempt
+    FROM j WHERE old_claim_seq IS NOT NULL AND claim_seq IS NULL
 ),
 rdy AS (
     INSERT INTO drover_ready (queue, priority, run_at, id)
@@ -723,8 +755,9 @@ WITH input AS (
 j AS (
     UPDATE drover_jobs SET
         status = 'succeeded', result = input.result::jsonb, finished_at = coalesce($6::timestamptz, now()),
-        -- As JobComplete's: without a request_id the event is the row.
+        -- As JobComplete's: without a request_id the events stay in the row.
         finished_by = CASE WHEN input.request_id = '' THEN 'worker:' || drover_jobs.owner END,
+        claim_seq = CASE WHEN input.request_id = '' THEN drover_jobs.claim_seq END,
         owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = drover_jobs.rev + 1
     FROM input
     WHERE drover_jobs.id = ANY ($1::bigint[]) AND drover_jobs.id = input.id
@@ -737,11 +770,22 @@ j AS (
           SELECT 1 FROM drover_job_events e WHERE e.job_id = input.id AND e.request_id = input.request_id))
     RETURNING drover_jobs.*, input.request_id AS req, input.ord AS ord
 ),
+gone AS MATERIALIZED (
+    -- The rows that leave with a request_id, as the statement's snapshot has
+    -- them: the owner and the claim's kept events (migration 012) they had.
+    -- (Scalar subqueries: each a primary-key probe, whatever the plan settings.)
+    SELECT id, rev, finished_at, started_at, attempt, req,
+           (SELECT o.owner FROM drover_jobs o WHERE o.id = j.id) AS owner,
+           (SELECT o.claim_seq FROM drover_jobs o WHERE o.id = j.id) AS claim_seq
+    FROM j WHERE req <> ''
+),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-    SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at,
-           'worker:' || (SELECT o.owner FROM drover_jobs o WHERE o.id = j.id), req, attempt FROM j
-    WHERE req <> ''
+    SELECT id, rev, 'succeeded', 'running', 'succeeded', finished_at, 'worker:' || owner, req, attempt FROM gone
+    UNION ALL
+    -- The claim's events the row kept leave it with the claim.
+    SELECT id, claim_seq, 'claimed', 'queued', 'running', started_at, 'worker:' || owner, NULL, attempt FROM gone
+    WHERE claim_seq IS NOT NULL
 ),
 fin AS (
     -- One row for the batch: its jobs share finished_at.
