@@ -736,12 +736,14 @@ SELECT count(*) FROM d;
 -- name disjoint jobs (a job has one lease holder), and the primary-key lookup
 -- ($1, sorted by the caller) visits ids in order; it runs under
 -- completePlanSettings. The owner the completion is recorded under is the one
--- the row had before the UPDATE cleared it: SET reads the old row, and the
--- event's scalar subquery reads the statement's snapshot, which a
--- data-modifying CTE does not change. Only a claim writes owner, always with a
--- fresh lease_token (every other statement clears both or neither), so a row
--- version that passes the guard has the owner of the snapshot's version, which
--- passed it too (the scan's filter, before EvalPlanQual rechecks the latest).
+-- the row had before the UPDATE cleared it: SET reads the old row, and gone's
+-- scalar subqueries (the owner, and the claim_seq a request_id's completion
+-- clears) read the statement's snapshot, which a data-modifying CTE does not
+-- change. Only a claim writes owner or a non-NULL claim_seq, always with a
+-- fresh lease_token (every other statement clears owner and lease_token both or
+-- neither), so a row version that passes the guard has the owner and claim_seq
+-- of the snapshot's version, which passed it too (the scan's filter, before
+-- EvalPlanQual rechecks the latest).
 -- (A second scan of drover_jobs joined into the UPDATE for the owner cost a
 -- second primary-key probe per job.)
 -- Rows whose guard fails are absent from the answer and diagnosed by the caller;
