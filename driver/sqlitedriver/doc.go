@@ -24,8 +24,9 @@
 // one UPDATE … FROM and one event INSERT per chunk (with Start, the row goes
 // straight to running and claimed and started are logged as one event row, as
 // in pgdriver; a worker's claim, with Start and no request_id, keeps them in
-// the row instead, claim_seq, and inserts none: migration 009 and its
-// trigger). JobCompleteMany and JobStartMany first insert the events of
+// the row instead, claim_seq, and inserts none: migration 009; a statement
+// that ends the claim otherwise writes them out, keptClaim, and the check of
+// migration 010 refuses any other update that would drop them). JobCompleteMany and JobStartMany first insert the events of
 // every job whose fence holds and whose request_id is new, then UPDATE exactly
 // the jobs that got one; a completion without a request_id keeps its event in
 // the row (finished_by) and only the UPDATE's fence decides it. The rest (a

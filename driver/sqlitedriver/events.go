@@ -99,3 +99,53 @@ func (d *Driver) JobEvents(ctx context.Context, id int64) ([]lifecycle.Event, er
 	}
 	return events, nil
 }
+
+// keptClaim is the claim event a running job's row holds (claim_seq,
+// migration 009): a worker's claim that started the job keeps it there rather
+// than in drover_job_events. A statement that ends the claim any other way than
+// a completion without a request_id clears claim_seq, and its caller writes the
+// event out in the same transaction: read before the statement (which clears
+// owner too), written after it moved the row (migration 010 says why this is
+// not a trigger). Nil when the row holds none.
+type keptClaim struct {
+	seq, at int64
+	actor   string
+	attempt int
+}
+
+// readKeptClaim reads job id's kept claim event, if it holds one.
+func readKeptClaim(ctx context.Context, tx *sql.Tx, id int64) (*keptClaim, error) {
+	var k keptClaim
+	err := tx.QueryRowContext(ctx, queries.Get("ClaimKept"), sql.Named("id", id)).Scan(&k.seq, &k.at, &k.actor, &k.attempt)
+	if err == sql.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job %d: read the claim's kept event: %w", id, err)
+	}
+	return &k, nil
+}
+
+// writeOut logs the kept claim event of job id as the row a starting claim
+// writes (claimed, to_status running: readers unfold it into claimed and
+// started). A nil k writes nothing.
+func (k *keptClaim) writeOut(ctx context.Context, tx *sql.Tx, id int64) error {
+	if k == nil {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, queries.Get("EventInsert"),
+		sql.Named("job_id", id),
+		sql.Named("seq", k.seq),
+		sql.Named("type", string(lifecycle.EventClaimed)),
+		sql.Named("from_status", string(lifecycle.StatusQueued)),
+		sql.Named("to_status", string(lifecycle.StatusRunning)),
+		sql.Named("at", k.at),
+		sql.Named("actor", k.actor),
+		sql.Named("request_id", nil),
+		sql.Named("attempt", k.attempt),
+	)
+	if err != nil {
+		return fmt.Errorf("job %d: write out the claim's kept event: %w", id, err)
+	}
+	return nil
+}

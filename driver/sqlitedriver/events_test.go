@@ -2,6 +2,7 @@ package sqlitedriver
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,48 +143,102 @@ func (f *fixture) events(id int64) []lifecycle.Event {
 	return evs
 }
 
-// A worker's claim keeps its events in the job row (migration 009); an update
-// that ends the claim, even one no Drover statement makes (an operator's own
-// SQL), writes them out first (the migration's trigger), so the log keeps
-// them once.
+// A worker's claim keeps its events in the job row (migration 009) while the
+// claim is live. Each of Drover's statements that ends it (a failure, a
+// snooze, a cancel, a reap) writes them out as a row and clears claim_seq;
+// an update no Drover statement makes (an operator's own SQL) that would end
+// the claim with them still in the row fails on drover_jobs_claim_seq_live
+// (migration 010) instead of losing them. The log keeps them once.
 func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	f := newFixture(t)
-	j := f.enqueue(nil)
-	jobs := f.claim(driver.ClaimParams{Limit: 1, Start: true})
-	if len(jobs) != 1 {
-		t.Fatalf("claimed %v, want job %d", jobs, j.ID)
+	for range 4 {
+		f.enqueue(nil)
 	}
-	before := f.events(j.ID)
-	if len(before) != 3 || f.eventRows(j.ID) != 0 {
-		t.Fatalf("after a worker's claim: events %+v in %d rows; want enqueued, claimed, started, none in rows", before, f.eventRows(j.ID))
+	jobs := f.claim(driver.ClaimParams{Limit: 4, Start: true})
+	if len(jobs) != 4 {
+		t.Fatalf("claimed %d jobs, want 4", len(jobs))
 	}
-	for _, q := range []string{
-		"UPDATE drover_jobs SET lease_expires_at = lease_expires_at + 60000000 WHERE id = ?", // the claim goes on
-		"UPDATE drover_jobs SET status = 'canceled', owner = NULL, lease_token = NULL, lease_expires_at = NULL, finished_at = 1 WHERE id = ?",
-		// No Drover path does this; the claim's events are out already.
-		"UPDATE drover_jobs SET status = 'queued', finished_at = NULL WHERE id = ?",
-	} {
-		if _, err := f.d.write.ExecContext(f.ctx, q, j.ID); err != nil {
+	before := map[int64][]lifecycle.Event{}
+	for _, j := range jobs {
+		evs := f.events(j.ID)
+		if len(evs) != 3 || f.eventRows(j.ID) != 0 {
+			t.Fatalf("after a worker's claim: events %+v in %d rows; want enqueued, claimed, started, none in rows", evs, f.eventRows(j.ID))
+		}
+		before[j.ID] = evs
+	}
+	claimSeq := func(id int64) *int64 {
+		t.Helper()
+		var seq *int64
+		if err := f.d.read.QueryRowContext(f.ctx, "SELECT claim_seq FROM drover_jobs WHERE id = ?", id).Scan(&seq); err != nil {
 			t.Fatal(err)
 		}
+		return seq
 	}
-	sameEvents(t, "after an operator's updates", f.events(j.ID), before)
-	if n := f.eventRows(j.ID); n != 1 {
-		t.Errorf("after the claim ended: %d event rows, want the claim's one", n)
+
+	// The operator's updates: one the claim outlives, one that would end it.
+	if _, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET lease_expires_at = lease_expires_at + 60000000 WHERE id = ?", jobs[0].ID); err != nil {
+		t.Fatal(err)
 	}
-	var seq *int64
-	if err := f.d.read.QueryRowContext(f.ctx, "SELECT claim_seq FROM drover_jobs WHERE id = ?", j.ID).Scan(&seq); err != nil || seq != nil {
-		t.Errorf("after the claim ended: claim_seq %v (%v), want NULL", seq, err)
+	_, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET status = 'canceled', owner = NULL, lease_token = NULL, lease_expires_at = NULL, finished_at = 1 WHERE id = ?", jobs[0].ID)
+	if err == nil || !strings.Contains(err.Error(), "CHECK constraint failed: drover_jobs_claim_seq_live") {
+		t.Fatalf("an operator's update that ends the claim: %v; want a failed check drover_jobs_claim_seq_live", err)
 	}
-	// A second claim of the job keeps its own events in the row again.
-	again := f.claim(driver.ClaimParams{ID: j.ID, Limit: 1, Owner: "w2", Start: true})
+	if f.eventRows(jobs[0].ID) != 0 || claimSeq(jobs[0].ID) == nil {
+		t.Fatalf("after the refused update: %d event rows, claim_seq NULL; want the claim's events still in the row", f.eventRows(jobs[0].ID))
+	}
+	sameEvents(t, "after the refused update", f.events(jobs[0].ID), before[jobs[0].ID])
+
+	// Each of Drover's ends of a claim: its own event follows the claim's.
+	ends := []struct {
+		name string
+		end  func(j *driver.Job) error
+		want lifecycle.EventType
+	}{
+		{"fail", func(j *driver.Job) error {
+			_, err := f.d.JobFail(f.ctx, driver.FailParams{FenceParams: fp(j, f.at(time.Second)), Error: "boom"})
+			return err
+		}, lifecycle.EventRetried},
+		{"snooze", func(j *driver.Job) error {
+			_, err := f.d.JobSnooze(f.ctx, driver.SnoozeParams{FenceParams: fp(j, f.at(time.Second)), Delay: time.Minute})
+			return err
+		}, lifecycle.EventSnoozed},
+		{"cancel", func(j *driver.Job) error {
+			_, err := f.d.JobCancel(f.ctx, driver.CancelParams{ID: j.ID, Actor: "api:test", Now: f.at(time.Second)})
+			return err
+		}, lifecycle.EventCanceled},
+		{"reap", func(j *driver.Job) error {
+			got, err := f.d.JobReapExpired(f.ctx, driver.ReapParams{Limit: 10, Now: f.at(time.Hour)})
+			if err == nil && (len(got) != 1 || got[0].ID != j.ID) {
+				err = fmt.Errorf("reaped %d jobs, want job %d alone", len(got), j.ID)
+			}
+			return err
+		}, lifecycle.EventRequeued},
+	}
+	for i, c := range ends {
+		j := jobs[i]
+		if err := c.end(j); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		evs := f.events(j.ID)
+		if len(evs) < 4 || evs[len(evs)-1].Type != c.want {
+			t.Fatalf("%s: events %+v; want the claim's, then %s", c.name, evs, c.want)
+		}
+		sameEvents(t, c.name+": the events up to the claim's", evs[:3], before[j.ID])
+		if rows := f.eventRows(j.ID); rows != len(evs)-2 || claimSeq(j.ID) != nil {
+			t.Errorf("%s: %d event rows for %d events, claim_seq %v; want the claim's row and the end's, claim_seq NULL", c.name, rows, len(evs), claimSeq(j.ID))
+		}
+		f.history(j.ID)
+	}
+
+	// A second claim of the failed (requeued) job keeps its own events in the row again.
+	again := f.claim(driver.ClaimParams{ID: jobs[0].ID, Limit: 1, Owner: "w2", Start: true, Now: f.at(2 * time.Second)})
 	if len(again) != 1 {
 		t.Fatalf("claim again = %v", again)
 	}
-	evs := f.events(j.ID)
-	if len(evs) != 5 || evs[3].Type != lifecycle.EventClaimed || evs[3].Actor != "worker:w2" || evs[3].Attempt != 2 ||
-		evs[4].Type != lifecycle.EventStarted || evs[4].Seq != again[0].Rev {
-		t.Errorf("after a second claim: events %+v; want the first claim's then the second's, by worker:w2 at attempt 2", evs)
+	evs := f.events(jobs[0].ID)
+	if len(evs) != 6 || evs[4].Type != lifecycle.EventClaimed || evs[4].Actor != "worker:w2" || evs[4].Attempt != 2 ||
+		evs[5].Type != lifecycle.EventStarted || evs[5].Seq != again[0].Rev {
+		t.Errorf("after a second claim: events %+v; want the first claim's, the retry, then the second claim's, by worker:w2 at attempt 2", evs)
 	}
 }
 
@@ -267,4 +322,58 @@ func sameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
 			t.Errorf("%s: event %d is %+v, want %+v", what, i, got[i], want[i])
 		}
 	}
+}
+
+// Migration 010 adds drover_jobs_claim_seq_live to the table's definition in
+// place, which SQLite does not check against the rows already there: the
+// migration does, and refuses to run (its version unapplied, the trigger kept)
+// while a row breaks it. Once the row is fixed, it adds the check once and
+// drops the trigger, and 010 down takes both back.
+func TestMigration010ChecksRowsFirst(t *testing.T) {
+	f := newFixture(t)
+	migrateTo(t, f.d, 9)
+	j := f.enqueue(nil)
+	// A queued row holding a claim's events: no Drover statement writes it.
+	if _, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET claim_seq = 2 WHERE id = ?", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	schema := func(when string, wantCheck, wantTrigger int) {
+		t.Helper()
+		var checks, triggers int
+		if err := f.d.write.QueryRowContext(f.ctx, `SELECT
+			(SELECT (length(sql) - length(replace(sql, 'CONSTRAINT drover_jobs_claim_seq_live CHECK', ''))) / length('CONSTRAINT drover_jobs_claim_seq_live CHECK')
+			 FROM sqlite_schema WHERE type = 'table' AND name = 'drover_jobs'),
+			(SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name = 'drover_jobs_claim_event_out')`).Scan(&checks, &triggers); err != nil {
+			t.Fatal(err)
+		}
+		if checks != wantCheck || triggers != wantTrigger {
+			t.Errorf("%s: the table's definition holds the check %d times, the trigger %d; want %d and %d", when, checks, triggers, wantCheck, wantTrigger)
+		}
+	}
+	err := f.d.MigrateUp(f.ctx)
+	if err == nil || !strings.Contains(err.Error(), "drover_jobs_claim_seq_live_holds") {
+		t.Fatalf("MigrateUp over a row that breaks the check: %v; want drover_jobs_claim_seq_live_holds to fail", err)
+	}
+	if st, err := f.d.MigrateStatus(f.ctx); err != nil || st.Current != 9 || st.Dirty {
+		t.Fatalf("after the refused migration: status %+v, %v; want version 9, clean", st, err)
+	}
+	schema("after the refused migration", 0, 1)
+
+	if _, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET claim_seq = NULL WHERE id = ?", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.MigrateUp(f.ctx); err != nil {
+		t.Fatalf("MigrateUp once the row is fixed: %v", err)
+	}
+	schema("after 010 up", 1, 0)
+	if _, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET claim_seq = 2 WHERE id = ?", j.ID); err == nil ||
+		!strings.Contains(err.Error(), "CHECK constraint failed: drover_jobs_claim_seq_live") {
+		t.Errorf("the same update after 010: %v; want the check to refuse it", err)
+	}
+	migrateTo(t, f.d, 9)
+	schema("after 010 down", 0, 1)
+	if err := f.d.MigrateUp(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	schema("after 010 up again", 1, 0)
 }

@@ -58,12 +58,24 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 		sql.Named("lease_token", driver.CanonicalToken(p.LeaseToken)),
 		sql.Named("now", micros(now)),
 	}, f.args...)
+	// Every transition from running but a completion without a request_id
+	// ends the claim, and so takes its kept events out of the row.
+	var kept *keptClaim
+	if from == lifecycle.StatusRunning && !f.rowEvent {
+		var err error
+		if kept, err = readKeptClaim(ctx, tx, p.ID); err != nil {
+			return nil, err
+		}
+	}
 	after, err := queryJob(ctx, tx, queries.Get(f.query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err)
 	}
 	if after == nil {
 		return nil, fmt.Errorf("%s job %d (attempt %d): %w", f.verb, p.ID, p.Attempt, driver.ErrLeaseLost)
+	}
+	if err := kept.writeOut(ctx, tx, p.ID); err != nil {
+		return nil, err
 	}
 	op := f.ops[0]
 	for _, o := range f.ops {

@@ -35,6 +35,12 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 		if before.Status.Terminal() {
 			return fmt.Errorf("cancel job %d: job is %s: %w", p.ID, before.Status, driver.ErrInvalidTransition)
 		}
+		var kept *keptClaim
+		if before.Status == lifecycle.StatusRunning {
+			if kept, err = readKeptClaim(ctx, tx, p.ID); err != nil {
+				return err
+			}
+		}
 		after, err := queryJob(ctx, tx, queries.Get("JobCancel"),
 			sql.Named("id", p.ID),
 			sql.Named("from_status", string(before.Status)),
@@ -45,6 +51,9 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 		}
 		if after == nil {
 			return fmt.Errorf("cancel job %d: %w", p.ID, driver.ErrInvalidTransition)
+		}
+		if err := kept.writeOut(ctx, tx, p.ID); err != nil {
+			return err
 		}
 		if err := appendEvent(ctx, tx, lifecycle.OpCancel, before.Status, after, now, actor, p.RequestID); err != nil {
 			return err

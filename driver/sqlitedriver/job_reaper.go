@@ -70,6 +70,13 @@ func reapOne(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (*dr
 		}
 		entry = e
 	}
+	var kept *keptClaim
+	if wasRunning {
+		var err error
+		if kept, err = readKeptClaim(ctx, tx, j.ID); err != nil {
+			return nil, err
+		}
+	}
 	stalled, err := queryJob(ctx, tx, queries.Get("ReapStall"),
 		sql.Named("id", j.ID),
 		sql.Named("from_status", string(j.Status)),
@@ -83,6 +90,9 @@ func reapOne(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (*dr
 	}
 	if stalled == nil {
 		return nil, nil // cannot happen under the write lock
+	}
+	if err := kept.writeOut(ctx, tx, j.ID); err != nil {
+		return nil, err
 	}
 	if err := appendEvent(ctx, tx, lifecycle.OpStall, j.Status, stalled, now, actorEngine, ""); err != nil {
 		return nil, err

@@ -38,11 +38,20 @@ RETURNING *;
 -- name: JobComplete
 -- Without a request_id the succeeded event is the row's finished_by (migration
 -- 005) and the caller appends none.
+--
+-- A statement here that ends a worker's claim any other way (JobComplete with
+-- a request_id, JobFail, JobSnooze, JobCancel, and the reaper's ReapStall)
+-- clears claim_seq; its caller writes the claim's kept events out of the row in
+-- the same transaction (keptClaim), and the check drover_jobs_claim_seq_live
+-- (migration 010) refuses the update were claim_seq left behind.
 UPDATE drover_jobs
 SET status = 'succeeded',
     result = :result,
     finished_at = :now,
     finished_by = CASE WHEN :request_id = '' THEN 'worker:' || owner END,
+    -- With a request_id the claim's kept events leave the row (the caller
+    -- wrote them out: keptClaim).
+    claim_seq = CASE WHEN :request_id = '' THEN claim_seq END,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -59,6 +68,7 @@ SET status = CASE WHEN NOT :permanent AND executions < max_attempts THEN 'queued
     error = CASE WHEN NOT :permanent AND executions < max_attempts THEN NULL ELSE :error END,
     finished_at = CASE WHEN NOT :permanent AND executions < max_attempts THEN NULL ELSE :now END,
     errors = json_insert(errors, '$[#]', json(:error_entry)),
+    claim_seq = NULL,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -71,6 +81,7 @@ UPDATE drover_jobs
 SET status = 'queued',
     run_at = :run_at,
     executions = executions - 1,
+    claim_seq = NULL,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -83,6 +94,7 @@ RETURNING *;
 UPDATE drover_jobs
 SET status = 'canceled',
     finished_at = :now,
+    claim_seq = NULL,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -141,9 +153,21 @@ WHERE drover_jobs.id = b.id AND drover_jobs.status = 'claimed'
 RETURNING *;
 
 -- name: JobCompleteManyEvents
+-- With a request_id the claim's events kept in the row (claim_seq, migration
+-- 009) leave it too: the first SELECT writes them for exactly the jobs the
+-- second gives a succeeded event (the same guard, and claim_seq set), which
+-- JobCompleteMany then moves, clearing claim_seq. It comes first so that the
+-- rows it writes (request_id NULL) are none that the second's NOT EXISTS could see.
 WITH p(type) AS (VALUES (?)),
      b(id, attempt, token, at, arg, request_id) AS (VALUES /*rows*/)
 INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
+SELECT j.id, j.claim_seq, 'claimed', 'queued', 'running', j.started_at, 'worker:' || j.owner, NULL, j.attempt
+FROM b
+JOIN drover_jobs AS j ON j.id = b.id
+WHERE j.status = 'running' AND j.attempt = b.attempt AND j.lease_token = b.token
+  AND b.request_id IS NOT NULL AND j.claim_seq IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.request_id = b.request_id AND e.job_id = j.id)
+UNION ALL
 SELECT j.id, j.rev + 1, (SELECT type FROM p), 'running', 'succeeded', b.at, 'worker:' || j.owner, b.request_id, j.attempt
 FROM b
 JOIN drover_jobs AS j ON j.id = b.id
@@ -159,6 +183,7 @@ SET status = 'succeeded',
     result = b.result,
     finished_at = b.at,
     finished_by = CASE WHEN b.request_id IS NULL THEN 'worker:' || owner END,
+    claim_seq = CASE WHEN b.request_id IS NULL THEN claim_seq END,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -169,3 +194,10 @@ WHERE drover_jobs.id = b.id AND drover_jobs.status = 'running'
   AND (b.request_id IS NULL
        OR EXISTS (SELECT 1 FROM drover_job_events AS e WHERE e.job_id = drover_jobs.id AND e.seq = drover_jobs.rev + 1))
 RETURNING *;
+
+-- name: ClaimKept
+-- The claim event a running job's row holds (claim_seq, migration 009), read
+-- before a statement that ends the claim; its caller writes it out as a row
+-- (keptClaim).
+SELECT claim_seq, started_at, 'worker:' || owner, attempt FROM drover_jobs
+WHERE id = :id AND status = 'running' AND claim_seq IS NOT NULL;

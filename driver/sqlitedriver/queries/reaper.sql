@@ -10,6 +10,7 @@ LIMIT :limit;
 -- name: ReapStall
 UPDATE drover_jobs
 SET status = 'stalled',
+    claim_seq = NULL,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
