@@ -119,11 +119,10 @@ type machine struct {
 	CommandLine       string `json:"command_line"`
 }
 
+// describeMachine is describeBuild with PostgreSQL's settings and the pool size.
 func describeMachine(ctx context.Context, admin *pgxpool.Pool, poolMax int32) machine {
-	m := machine{
-		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		OS: runtime.GOOS + "/" + runtime.GOARCH, PoolMaxConns: poolMax, CommandLine: commandLine(),
-	}
+	m := describeBuild(ctx)
+	m.PoolMaxConns = poolMax
 	for name, dst := range map[string]*string{
 		"server_version": &m.PostgreSQL, "synchronous_commit": &m.SynchronousCommit, "fsync": &m.Fsync,
 		"full_page_writes": &m.FullPageWrites, "shared_buffers": &m.SharedBuffers, "max_connections": &m.MaxConnections,
@@ -132,6 +131,17 @@ func describeMachine(ctx context.Context, admin *pgxpool.Pool, poolMax int32) ma
 		if err := admin.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(dst); err != nil {
 			*dst = "?"
 		}
+	}
+	return m
+}
+
+// describeBuild is what a run records without PostgreSQL: the machine, the Go
+// toolchain, the command, Drover's commit (of the working directory's
+// checkout, "+dirty" with uncommitted changes) and the River version built in.
+func describeBuild(ctx context.Context) machine {
+	m := machine{
+		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH, CommandLine: commandLine(),
 	}
 	if out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.DroverCommit = strings.TrimSpace(string(out))

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -225,8 +224,7 @@ func run() error {
 		return settleFn()
 	}
 
-	mach := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		OS: runtime.GOOS + "/" + runtime.GOARCH, CommandLine: commandLine()}
+	mach := describeBuild(ctx)
 	if admin != nil {
 		mach = describeMachine(ctx, admin, poolMax)
 	}
