@@ -18,7 +18,9 @@ import (
 // raw-sqlite's). The first is the most any queue on Drover's row could reach;
 // the "half of raw SQLite" is measured against the second.
 // drover-driver runs Drover's own claim and batch completion through its
-// driver on the same jobs, without a worker.
+// driver on the same jobs, without a worker. split-row runs the loop on a
+// layout with a narrow hot row that keeps the guarantees (splitrow_test.go),
+// an experiment no driver uses.
 //
 //	go -C bench/compare test -run XXX -bench SQLiteRowWidth -benchtime 1x .
 func BenchmarkSQLiteRowWidth(b *testing.B) {
@@ -36,6 +38,11 @@ func BenchmarkSQLiteRowWidth(b *testing.B) {
 			b.ReportMetric(driverLoop(b, d, jobs), "jobs/s")
 			_ = d.Close()
 		}
+	})
+	b.Run("split-row", func(b *testing.B) {
+		// An experiment (splitrow_test.go): the same loop on a layout that
+		// keeps the guarantees with a narrow hot row.
+		benchRow(b, jobs, func(dir string) rawStore { return &rawSQLiteSplit{path: filepath.Join(dir, "split.db")} })
 	})
 	b.Run("narrow-row", func(b *testing.B) {
 		benchRow(b, jobs, func(dir string) rawStore { return &rawSQLite{path: filepath.Join(dir, "raw.db")} })

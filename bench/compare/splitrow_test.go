@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// rawSQLiteSplit is an experiment, not a system of the harness: raw's loop on
+// a job stored the way PostgreSQL's driver has stored it since its migration
+// 006, taken further, to find what the bare writes of a layout that keeps
+// Drover's guarantees could reach on SQLite against raw's narrow row.
+//
+//   - split_jobs holds what a job is (kind, queue, args, its options): the
+//     insert writes it and a claim only reads it.
+//   - split_claims is one row per claim: the owner, the lease token and the
+//     expiry, which the reaper would find by its index (drover_leases).
+//   - split_state is the hot row a transition rewrites: status, attempt, the
+//     claim that holds the job (NULL unless claimed or running, a CHECK), and
+//     when it started and finished, with the claim order's columns and the
+//     claim index over its queued rows (a table of the claimable set, as
+//     PostgreSQL's drover_ready, was slower here: deleting a claim's rows from
+//     it took longer than the claim's update).
+//   - split_finished is one row per statement that finished jobs, for
+//     retention (drover_finished).
+//
+// The completion is fenced on (id, attempt, claim) as Drover's is on (id,
+// attempt, lease_token). No event is written (Drover keeps a worker's in the
+// job row) and no result (a success without one would write none here), as
+// drover-row writes none either.
+//
+// Measured (thirty-fourth session, BenchmarkSQLiteRowWidth, six alternating
+// triples): its bare writes reach 41–59% of narrow-row's rate (median 54%),
+// drover-row's 28–44% (median 41%). Drover's driver spends more a job beyond
+// its row's bare writes (drover-driver against drover-row) than half of the
+// narrow row's rate leaves for everything, so this layout would not bring
+// Drover's SQLite driver to half of raw either; bench/compare/HISTORY.md has
+// the figures.
+type rawSQLiteSplit struct {
+	path string
+	db   *sql.DB
+	held map[int64][2]int64 // a claimed job's id → its attempt and claim
+}
+
+func (r *rawSQLiteSplit) reset(ctx context.Context) error {
+	if err := r.wipe(ctx); err != nil {
+		return err
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_synchronous", "FULL")
+	q.Set("_journal_mode", "WAL")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", r.path+"?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	r.db = db
+	r.held = map[int64][2]int64{}
+	_, err = db.ExecContext(ctx, `
+		CREATE TABLE split_jobs (
+		    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+		    kind            TEXT    NOT NULL,
+		    queue           TEXT    NOT NULL,
+		    args            TEXT    NOT NULL DEFAULT '{}',
+		    metadata        TEXT,
+		    priority        INTEGER NOT NULL DEFAULT 0,
+		    run_at          INTEGER NOT NULL,
+		    max_attempts    INTEGER NOT NULL,
+		    timeout_ms      INTEGER NOT NULL DEFAULT 0,
+		    idempotency_key TEXT,
+		    created_at      INTEGER NOT NULL,
+		    enqueued_by     TEXT,
+		    retry_of        INTEGER,
+		    workflow_run_id INTEGER,
+		    workflow_node   TEXT,
+		    CHECK (priority >= 0 AND max_attempts >= 1 AND timeout_ms >= 0));
+		CREATE TABLE split_claims (
+		    id         INTEGER PRIMARY KEY,
+		    owner      TEXT    NOT NULL,
+		    token      TEXT    NOT NULL,
+		    expires_at INTEGER NOT NULL);
+		CREATE INDEX split_claims_expires_idx ON split_claims (expires_at);
+		CREATE TABLE split_state (
+		    id          INTEGER PRIMARY KEY,
+		    queue       TEXT    NOT NULL,
+		    priority    INTEGER NOT NULL,
+		    run_at      INTEGER NOT NULL,
+		    status      TEXT    NOT NULL,
+		    attempt     INTEGER NOT NULL DEFAULT 0,
+		    claim_id    INTEGER,
+		    started_at  INTEGER,
+		    finished_at INTEGER,
+		    rev         INTEGER NOT NULL DEFAULT 1,
+		    CHECK (status = 'queued' OR status = 'running' OR status = 'succeeded' OR status = 'claimed' OR status = 'failed'),
+		    CHECK ((claim_id IS NOT NULL) = (status = 'running' OR status = 'claimed')),
+		    CHECK (attempt >= 0));
+		CREATE INDEX split_state_claim_idx ON split_state (queue, priority, run_at, id) WHERE status = 'queued';
+		CREATE TABLE split_finished (
+		    id          INTEGER PRIMARY KEY,
+		    finished_at INTEGER NOT NULL,
+		    job_ids     TEXT    NOT NULL);
+		CREATE INDEX split_finished_at_idx ON split_finished (finished_at)`)
+	return err
+}
+
+// insert writes a job's three rows: what it is, its state and its place in the
+// claimable set.
+func (r *rawSQLiteSplit) insert(ctx context.Context, seqs []int64) error {
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var b strings.Builder
+	b.WriteString(`WITH p(now) AS (VALUES (?))
+INSERT INTO split_jobs (kind, queue, args, priority, run_at, max_attempts, created_at, enqueued_by)
+SELECT 'bench', 'default', v.column1, 0, p.now, 25, p.now, 'w' FROM (VALUES `)
+	now := time.Now().UnixMicro()
+	args := make([]any, 1, 1+len(seqs))
+	args[0] = now
+	for i, s := range seqs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?)")
+		args = append(args, string(argsOf(s)))
+	}
+	b.WriteString(") AS v, p RETURNING id")
+	rows, err := tx.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, 0, len(seqs))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	js := idsJSON(ids)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO split_state (id, queue, priority, run_at, status)
+SELECT value, 'default', 0, ?, 'queued' FROM json_each(?)`, now, js); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// claim takes up to n jobs out of the claimable set, writes the claim's row
+// and moves the jobs' state to running under it, and reads what each job is.
+func (r *rawSQLiteSplit) claim(ctx context.Context, n int) ([]rawJob, error) {
+	now := time.Now().UnixMicro()
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	var claim int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO split_claims (owner, token, expires_at)
+VALUES ('w', lower(hex(randomblob(16))), ?) RETURNING id`, now+30_000_000).Scan(&claim); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `UPDATE OR FAIL split_state
+SET status = 'running', attempt = attempt + 1, claim_id = ?1, started_at = ?2, rev = rev + 2
+WHERE id IN (SELECT id FROM split_state
+             WHERE queue = 'default' AND status = 'queued' AND run_at <= ?2
+             ORDER BY priority, run_at, id LIMIT ?3)
+RETURNING id, attempt`, claim, now, n)
+	if err != nil {
+		return nil, err
+	}
+	attempts := make(map[int64]int64, n)
+	ids := make([]int64, 0, n)
+	for rows.Next() {
+		var id, attempt int64
+		if err := rows.Scan(&id, &attempt); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		attempts[id] = attempt
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil // rolls the claim's row back
+	}
+	rows, err = tx.QueryContext(ctx, `SELECT id, args FROM split_jobs WHERE id IN (SELECT value FROM json_each(?))`, idsJSON(ids))
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := scanRawJobs(rows)
+	rows.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		r.held[j.id] = [2]int64{attempts[j.id], claim}
+	}
+	return jobs, nil
+}
+
+// complete moves ids to succeeded, fenced on the attempt and the claim each
+// was claimed under, and logs the statement's row for retention.
+func (r *rawSQLiteSplit) complete(ctx context.Context, ids []int64) error {
+	now := time.Now().UnixMicro()
+	// storeLoop completes each claim's jobs in batches of its own, and every
+	// job here is at its first attempt: one claim and one attempt fence the
+	// batch, as Drover's (id, attempt, lease_token) rows fence each job.
+	fence := r.held[ids[0]]
+	for _, id := range ids {
+		if r.held[id] != fence {
+			return fmt.Errorf("job %d: held under %v, not the batch's %v", id, r.held[id], fence)
+		}
+	}
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE OR FAIL split_state
+SET status = 'succeeded', claim_id = NULL, finished_at = ?1, rev = rev + 1
+WHERE id IN (SELECT value FROM json_each(?2)) AND status = 'running' AND attempt = ?3 AND claim_id = ?4`,
+		now, idsJSON(ids), fence[0], fence[1])
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
+		return fmt.Errorf("completed %d of %d jobs (%v)", n, len(ids), err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO split_finished (finished_at, job_ids) VALUES (?, ?)`, now, idsJSON(ids)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		delete(r.held, id)
+	}
+	return nil
+}
+
+func (r *rawSQLiteSplit) unfinished(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.db.QueryRowContext(ctx, "SELECT count(*) FROM split_state WHERE status <> 'succeeded'").Scan(&n)
+	return n, err
+}
+
+func (r *rawSQLiteSplit) wipe(context.Context) error {
+	if r.db != nil {
+		_ = r.db.Close()
+		r.db = nil
+	}
+	return removeSQLite(r.path)
+}
