@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -49,17 +48,10 @@ func (r *rawSQLiteSplit) reset(ctx context.Context) error {
 	if err := r.wipe(ctx); err != nil {
 		return err
 	}
-	q := url.Values{}
-	q.Set("_busy_timeout", "10000")
-	q.Set("_synchronous", "FULL")
-	q.Set("_journal_mode", "WAL")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", r.path+"?"+q.Encode())
+	db, err := openRawSQLite(r.path)
 	if err != nil {
 		return err
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
 	r.db = db
 	r.held = map[int64][2]int64{}
 	_, err = db.ExecContext(ctx, `

@@ -263,17 +263,10 @@ func (r *rawSQLite) reset(ctx context.Context) error {
 	if err := r.wipe(ctx); err != nil {
 		return err
 	}
-	q := url.Values{}
-	q.Set("_busy_timeout", "10000")
-	q.Set("_synchronous", "FULL")
-	q.Set("_journal_mode", "WAL")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", r.path+"?"+q.Encode())
+	db, err := openRawSQLite(r.path)
 	if err != nil {
 		return err
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
 	r.db = db
 	_, err = db.ExecContext(ctx, `
 		CREATE TABLE raw_jobs (id INTEGER PRIMARY KEY, state INTEGER NOT NULL DEFAULT 0, args TEXT NOT NULL);
@@ -323,6 +316,23 @@ func (r *rawSQLite) wipe(context.Context) error {
 		r.db = nil
 	}
 	return removeSQLite(r.path)
+}
+
+// openRawSQLite opens the SQLite file at path as Drover's driver does (WAL,
+// synchronous=FULL, transactions begun IMMEDIATE) on one connection.
+func openRawSQLite(path string) (*sql.DB, error) {
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_synchronous", "FULL")
+	q.Set("_journal_mode", "WAL")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	return db, nil
 }
 
 // removeSQLite deletes a database file with its WAL and shared-memory files.
