@@ -42,7 +42,9 @@ func BenchmarkSQLiteRowWidth(b *testing.B) {
 	b.Run("split-row", func(b *testing.B) {
 		// An experiment (splitrow_test.go): the same loop on a layout that
 		// keeps the guarantees with a narrow hot row.
-		benchRow(b, jobs, func(dir string) rawStore { return &rawSQLiteSplit{path: filepath.Join(dir, "split.db")} })
+		benchRow(b, jobs, func(dir string) rawStore {
+			return &rawSQLiteSplit{rawSQLite: rawSQLite{path: filepath.Join(dir, "split.db")}}
+		})
 	})
 	b.Run("narrow-row", func(b *testing.B) {
 		benchRow(b, jobs, func(dir string) rawStore { return &rawSQLite{path: filepath.Join(dir, "raw.db")} })

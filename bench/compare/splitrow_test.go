@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -26,22 +25,21 @@ import (
 //   - split_finished is one row per statement that finished jobs, for
 //     retention (drover_finished).
 //
-// The completion is fenced on (id, attempt, claim) as Drover's is on (id,
-// attempt, lease_token). No event is written (Drover keeps a worker's in the
-// job row) and no result (a success without one would write none here), as
-// drover-row writes none either.
+// The completion is fenced on its claim and attempt as Drover's is on (id,
+// attempt, lease_token). No event is written, as drover-row writes none
+// (Drover keeps a worker's in the job row), and no result: a success without
+// one would write none here.
 //
 // Measured (thirty-fourth session, BenchmarkSQLiteRowWidth, six alternating
 // triples): its bare writes reach 41–59% of narrow-row's rate (median 54%),
-// drover-row's 28–44% (median 41%). Drover's driver spends more a job beyond
-// its row's bare writes (drover-driver against drover-row) than half of the
-// narrow row's rate leaves for everything, so this layout would not bring
-// Drover's SQLite driver to half of raw either; bench/compare/HISTORY.md has
-// the figures.
+// drover-row's 28–44% (median 41%). Its bare writes plus what Drover's driver
+// adds to its own row's (drover-driver against drover-row, in the same hour)
+// came to about twice what half of narrow-row's rate leaves a job, so this
+// layout would not bring Drover's SQLite driver to half of raw either;
+// bench/compare/HISTORY.md has the figures.
 type rawSQLiteSplit struct {
-	path string
-	db   *sql.DB
-	held map[int64][2]int64 // a claimed job's id → its attempt and claim
+	rawSQLite                    // its file, connection and wipe
+	held      map[int64][2]int64 // a claimed job's id → its attempt and claim
 }
 
 func (r *rawSQLiteSplit) reset(ctx context.Context) error {
@@ -250,12 +248,4 @@ func (r *rawSQLiteSplit) unfinished(ctx context.Context) (int64, error) {
 	var n int64
 	err := r.db.QueryRowContext(ctx, "SELECT count(*) FROM split_state WHERE status <> 'succeeded'").Scan(&n)
 	return n, err
-}
-
-func (r *rawSQLiteSplit) wipe(context.Context) error {
-	if r.db != nil {
-		_ = r.db.Close()
-		r.db = nil
-	}
-	return removeSQLite(r.path)
 }
