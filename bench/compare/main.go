@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -21,49 +22,125 @@ import (
 var allWorkloads = []string{"burn-down", "continuous", "latency", "backlog"}
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run runs the harness with the command line args (without the program's
+// name). Every flag is checked before anything is opened or written.
+func run(args []string) error {
+	fl := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
-		dbURL       = flag.String("database-url", "postgres://postgres@127.0.0.1:5432/drover_bench?sslmode=disable", "PostgreSQL database for every run (created if missing); each system gets its own schema")
-		workloadsF  = flag.String("workloads", strings.Join(allWorkloads, ","), "comma list of workloads: "+strings.Join(allWorkloads, ","))
-		systemsF    = flag.String("system", "drover,river,raw", "comma list of systems: drover, river, raw")
-		jobs        = flag.Int64("jobs", 1_000_000, "burn-down: jobs inserted, then worked")
-		contDur     = flag.Duration("continuous", 60*time.Second, "continuous: measurement window")
-		maxPending  = flag.Int64("max-pending", 50_000, "continuous: the enqueuer keeps at most this many jobs not yet completed")
-		latRate     = flag.Int("latency-rate", 1000, "latency: jobs offered per second (one insert each)")
-		latDur      = flag.Duration("latency-duration", 30*time.Second, "latency: how long the rate is offered")
-		backlogF    = flag.String("backlog", "10000,1000000,5000000", "backlog: table sizes (rows), grown in turn")
-		backlogJobs = flag.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
-		backlogFut  = flag.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
-		burnRounds  = flag.Int("burn-down-rounds", 1, "burn-down: run every system this many times, each round in the reverse order of the one before, and report each one's median (and each round's figures and quotients)")
-		sqlite      = flag.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous); raw runs as raw-sqlite and raw-sqlite-row (raw on Drover's job row)")
-		sqliteOnly  = flag.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
-		sqliteDir   = flag.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
-		conc        = flag.Int("concurrency", 100, "drover and raw: jobs run at once (handler goroutines)")
-		claimBatch  = flag.Int("claim-batch", 0, "drover and raw: most jobs one claim takes (0: Drover's default, 100 bounded by the free slots; raw uses the same)")
-		compBatch   = flag.Int("completion-batch", 0, "drover and raw: most completions per statement (0: Drover's default; raw then uses 100)")
-		pollMS      = flag.Int("poll-interval-ms", 0, "drover: fallback poll interval in ms (0: Drover's default)")
-		insertBatch = flag.Int("insert-batch", 1000, "jobs per insert statement in burn-down and continuous (every system)")
-		insertWork  = flag.Int("insert-workers", 1, "goroutines inserting batches concurrently in burn-down and continuous")
-		maxConns    = flag.Int("max-conns", 0, "connection pool size of every system (0: pgx's default, max(4, CPUs))")
-		riverMaxW   = flag.Int("river-max-workers", 2000, "river: MaxWorkers of the default queue (riverbench: 2000)")
-		riverCool   = flag.Duration("river-fetch-cooldown", 2*time.Millisecond, "river: FetchCooldown (riverbench: 2ms; River's default 100ms)")
-		riverPoll   = flag.Duration("river-fetch-poll-interval", 20*time.Millisecond, "river: FetchPollInterval (riverbench: 20ms; River's default 1s)")
-		riverFast   = flag.Bool("river-insert-fast", true, "river: insert batches with InsertManyFast (COPY), River's fastest insert; false: InsertMany, as riverbench does")
-		stall       = flag.Duration("stall-timeout", 60*time.Second, "give up on a run when no job completed for this long")
-		output      = flag.String("o", "table", "output: table or json")
-		cpuProfile  = flag.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
-		tableFrom   = flag.String("table-from", "", "print the table of a report saved with -o json from this file, and run nothing")
-		memProfile  = flag.String("memprofile", "", "write this process's heap profile (pprof; alloc_space and alloc_objects cover the whole run) to this file at the end")
+		dbURL       = fl.String("database-url", "postgres://postgres@127.0.0.1:5432/drover_bench?sslmode=disable", "PostgreSQL database for every run (created if missing); each system gets its own schema")
+		workloadsF  = fl.String("workloads", strings.Join(allWorkloads, ","), "comma list of workloads: "+strings.Join(allWorkloads, ","))
+		systemsF    = fl.String("system", "drover,river,raw", "comma list of systems: drover, river, raw")
+		jobs        = fl.Int64("jobs", 1_000_000, "burn-down: jobs inserted, then worked")
+		contDur     = fl.Duration("continuous", 60*time.Second, "continuous: measurement window")
+		maxPending  = fl.Int64("max-pending", 50_000, "continuous: the enqueuer keeps at most this many jobs not yet completed")
+		latRate     = fl.Int("latency-rate", 1000, "latency: jobs offered per second (one insert each)")
+		latDur      = fl.Duration("latency-duration", 30*time.Second, "latency: how long the rate is offered")
+		backlogF    = fl.String("backlog", "10000,1000000,5000000", "backlog: table sizes (rows), grown in turn")
+		backlogJobs = fl.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
+		backlogFut  = fl.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
+		burnRounds  = fl.Int("burn-down-rounds", 1, "burn-down: run every system this many times, each round in the reverse order of the one before, and report each one's median (and each round's figures and quotients)")
+		sqlite      = fl.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous); raw runs as raw-sqlite and raw-sqlite-row (raw on Drover's job row)")
+		sqliteOnly  = fl.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
+		sqliteDir   = fl.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
+		conc        = fl.Int("concurrency", 100, "drover and raw: jobs run at once (handler goroutines)")
+		claimBatch  = fl.Int("claim-batch", 0, "drover and raw: most jobs one claim takes (0: Drover's default, 100 bounded by the free slots; raw uses the same)")
+		compBatch   = fl.Int("completion-batch", 0, "drover and raw: most completions per statement (0: Drover's default; raw then uses 100)")
+		pollMS      = fl.Int("poll-interval-ms", 0, "drover: fallback poll interval in ms (0: Drover's default)")
+		insertBatch = fl.Int("insert-batch", 1000, "jobs per insert statement in burn-down and continuous (every system)")
+		insertWork  = fl.Int("insert-workers", 1, "goroutines inserting batches concurrently in burn-down and continuous")
+		maxConns    = fl.Int("max-conns", 0, "connection pool size of every system (0: pgx's default, max(4, CPUs))")
+		riverMaxW   = fl.Int("river-max-workers", 2000, "river: MaxWorkers of the default queue (riverbench: 2000)")
+		riverCool   = fl.Duration("river-fetch-cooldown", 2*time.Millisecond, "river: FetchCooldown (riverbench: 2ms; River's default 100ms)")
+		riverPoll   = fl.Duration("river-fetch-poll-interval", 20*time.Millisecond, "river: FetchPollInterval (riverbench: 20ms; River's default 1s)")
+		riverFast   = fl.Bool("river-insert-fast", true, "river: insert batches with InsertManyFast (COPY), River's fastest insert; false: InsertMany, as riverbench does")
+		stall       = fl.Duration("stall-timeout", 60*time.Second, "give up on a run when no job completed for this long")
+		output      = fl.String("o", "table", "output: table or json")
+		cpuProfile  = fl.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
+		tableFrom   = fl.String("table-from", "", "print the table of a report saved with -o json from this file, and run nothing")
+		memProfile  = fl.String("memprofile", "", "write this process's heap profile (pprof; alloc_space and alloc_objects cover the whole run) to this file at the end")
 	)
-	flag.Parse()
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every setting is a flag (-h lists them)", fl.Arg(0))
+	}
 	if *tableFrom != "" {
 		return printSaved(*tableFrom, os.Stdout)
+	}
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("-o must be table or json, got %q", *output)
+	}
+	wl, err := pickList(*workloadsF, allWorkloads, "workload")
+	if err != nil {
+		return err
+	}
+	sysNames, err := pickList(*systemsF, []string{"drover", "river", "raw"}, "system")
+	if err != nil {
+		return err
+	}
+	var sizes []int64
+	for _, f := range strings.Split(*backlogF, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n < 2 {
+			return fmt.Errorf("--backlog: %q is not a size of at least 2", f)
+		}
+		sizes = append(sizes, n)
+	}
+	if *burnRounds < 1 {
+		return fmt.Errorf("--burn-down-rounds must be at least 1, got %d", *burnRounds)
+	}
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{{"--jobs", *jobs}, {"--insert-batch", int64(*insertBatch)}, {"--concurrency", int64(*conc)},
+		{"--latency-rate", int64(*latRate)}, {"--backlog-jobs", int64(*backlogJobs)},
+		{"--insert-workers", int64(*insertWork)}, {"--river-max-workers", int64(*riverMaxW)}} {
+		if n.v < 1 {
+			return fmt.Errorf("%s must be at least 1, got %d", n.flag, n.v)
+		}
+	}
+	if *maxPending < int64(*insertBatch) {
+		return fmt.Errorf("--max-pending must be at least --insert-batch (%d), got %d", *insertBatch, *maxPending)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--continuous", *contDur}, {"--latency-duration", *latDur}, {"--stall-timeout", *stall},
+		{"--river-fetch-cooldown", *riverCool}, {"--river-fetch-poll-interval", *riverPoll}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
+		}
+	}
+	if *backlogFut < 0 || *backlogFut > 1 {
+		return fmt.Errorf("--backlog-future must be a fraction from 0 to 1, got %v", *backlogFut)
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"--max-conns", *maxConns}, {"--poll-interval-ms", *pollMS}, {"--claim-batch", *claimBatch}, {"--completion-batch", *compBatch}} {
+		if n.v < 0 {
+			return fmt.Errorf("%s must not be negative (0: the default), got %d", n.flag, n.v)
+		}
+	}
+	if *sqliteOnly {
+		// The SQLite systems are Drover's and raw's, and run burn-down and
+		// continuous only: say so rather than print an empty table.
+		if !contains(wl, "burn-down") && !contains(wl, "continuous") {
+			return fmt.Errorf("--sqlite-only runs burn-down and continuous only, and --workloads %s has neither", strings.Join(wl, ","))
+		}
+		if !contains(sysNames, "drover") && !contains(sysNames, "raw") {
+			return fmt.Errorf("--sqlite-only runs drover and raw only, and --system %s has neither", strings.Join(sysNames, ","))
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -88,49 +165,6 @@ func run() error {
 				fmt.Fprintln(os.Stderr, "compare: memprofile:", err)
 			}
 		}()
-	}
-	if *output != "table" && *output != "json" {
-		return fmt.Errorf("-o must be table or json, got %q", *output)
-	}
-	wl, err := pickList(*workloadsF, allWorkloads, "workload")
-	if err != nil {
-		return err
-	}
-	sysNames, err := pickList(*systemsF, []string{"drover", "river", "raw"}, "system")
-	if err != nil {
-		return err
-	}
-	var sizes []int64
-	for _, f := range strings.Split(*backlogF, ",") {
-		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
-		if err != nil || n < 2 {
-			return fmt.Errorf("--backlog: %q is not a size of at least 2", f)
-		}
-		sizes = append(sizes, n)
-	}
-	if *burnRounds < 1 {
-		return fmt.Errorf("--burn-down-rounds must be at least 1, got %d", *burnRounds)
-	}
-	if *jobs < 1 || *insertBatch < 1 || *conc < 1 || *latRate < 1 || *backlogJobs < 1 || *maxPending < int64(*insertBatch) {
-		return fmt.Errorf("--jobs, --insert-batch, --concurrency, --latency-rate and --backlog-jobs must be positive, and --max-pending at least --insert-batch")
-	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--continuous", *contDur}, {"--latency-duration", *latDur}, {"--stall-timeout", *stall},
-		{"--river-fetch-cooldown", *riverCool}, {"--river-fetch-poll-interval", *riverPoll}} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
-		}
-	}
-	if *backlogFut < 0 || *backlogFut > 1 {
-		return fmt.Errorf("--backlog-future must be a fraction from 0 to 1, got %v", *backlogFut)
-	}
-	if *insertWork < 1 || *riverMaxW < 1 {
-		return fmt.Errorf("--insert-workers and --river-max-workers must be at least 1, got %d and %d", *insertWork, *riverMaxW)
-	}
-	if *maxConns < 0 || *pollMS < 0 || *claimBatch < 0 || *compBatch < 0 {
-		return fmt.Errorf("--max-conns, --poll-interval-ms, --claim-batch and --completion-batch must not be negative (0: the default)")
 	}
 	o := opts{
 		jobs: *jobs, insertBatch: *insertBatch, insertWorkers: *insertWork, continuous: *contDur, maxPending: *maxPending,

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunRefusesBadFlags: a bad flag stops the run before anything is opened
+// or written, with an error that names the flag and what was wrong with it.
+func TestRunRefusesBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--jobs", "-5"}, "--jobs must be at least 1, got -5"},
+		{[]string{"--concurrency", "0"}, "--concurrency must be at least 1, got 0"},
+		{[]string{"--latency-rate", "0"}, "--latency-rate must be at least 1, got 0"},
+		{[]string{"--insert-workers", "0"}, "--insert-workers must be at least 1, got 0"},
+		{[]string{"--insert-batch", "2000", "--max-pending", "1000"}, "--max-pending must be at least --insert-batch (2000), got 1000"},
+		{[]string{"--claim-batch", "-1"}, "--claim-batch must not be negative (0: the default), got -1"},
+		{[]string{"--completion-batch", "-3"}, "--completion-batch must not be negative (0: the default), got -3"},
+		{[]string{"--continuous", "-1s"}, "--continuous must be positive, got -1s"},
+		{[]string{"--burn-down-rounds", "0"}, "--burn-down-rounds must be at least 1, got 0"},
+		{[]string{"--backlog", "10,abc"}, `--backlog: "abc" is not a size of at least 2`},
+		{[]string{"--backlog-future", "1.5"}, "--backlog-future must be a fraction from 0 to 1, got 1.5"},
+		{[]string{"--workloads", "foo"}, `unknown workload "foo"`},
+		{[]string{"--system", "bogus"}, `unknown system "bogus"`},
+		{[]string{"-o", "xml"}, `-o must be table or json, got "xml"`},
+		{[]string{"--sqlite-only", "--workloads", "latency,backlog"}, "--sqlite-only runs burn-down and continuous only, and --workloads latency,backlog has neither"},
+		{[]string{"--sqlite-only", "--system", "river"}, "--sqlite-only runs drover and raw only, and --system river has neither"},
+		{[]string{"burn-down"}, `unexpected argument "burn-down"`},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			prof := filepath.Join(t.TempDir(), "cpu.prof")
+			err := run(append([]string{"--cpuprofile", prof}, c.args...))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("run(%q) = %v, want an error containing %q", c.args, err, c.want)
+			}
+			if _, err := os.Stat(prof); !os.IsNotExist(err) {
+				t.Fatalf("run(%q) wrote its CPU profile before refusing its flags (stat: %v)", c.args, err)
+			}
+		})
+	}
+}
