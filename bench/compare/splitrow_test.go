@@ -43,16 +43,11 @@ type rawSQLiteSplit struct {
 }
 
 func (r *rawSQLiteSplit) reset(ctx context.Context) error {
-	if err := r.wipe(ctx); err != nil {
+	if err := r.reopen(ctx); err != nil {
 		return err
 	}
-	db, err := openRawSQLite(r.path)
-	if err != nil {
-		return err
-	}
-	r.db = db
 	r.held = map[int64][2]int64{}
-	_, err = db.ExecContext(ctx, `
+	_, err := r.db.ExecContext(ctx, `
 		CREATE TABLE split_jobs (
 		    id              INTEGER PRIMARY KEY AUTOINCREMENT,
 		    kind            TEXT    NOT NULL,
@@ -99,8 +94,8 @@ func (r *rawSQLiteSplit) reset(ctx context.Context) error {
 	return err
 }
 
-// insert writes a job's three rows: what it is, its state and its place in the
-// claimable set.
+// insert writes a job's two rows: what it is, and its state, which holds its
+// place in claim order.
 func (r *rawSQLiteSplit) insert(ctx context.Context, seqs []int64) error {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -112,15 +107,7 @@ func (r *rawSQLiteSplit) insert(ctx context.Context, seqs []int64) error {
 INSERT INTO split_jobs (kind, queue, args, priority, run_at, max_attempts, created_at, enqueued_by)
 SELECT 'bench', 'default', v.column1, 0, p.now, 25, p.now, 'w' FROM (VALUES `)
 	now := time.Now().UnixMicro()
-	args := make([]any, 1, 1+len(seqs))
-	args[0] = now
-	for i, s := range seqs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?)")
-		args = append(args, string(argsOf(s)))
-	}
+	args := argsRows(&b, append(make([]any, 0, 1+len(seqs)), now), seqs)
 	b.WriteString(") AS v, p RETURNING id")
 	rows, err := tx.QueryContext(ctx, b.String(), args...)
 	if err != nil {
@@ -135,7 +122,9 @@ SELECT 'bench', 'default', v.column1, 0, p.now, 25, p.now, 'w' FROM (VALUES `)
 		}
 		ids = append(ids, id)
 	}
-	if err := rows.Close(); err != nil {
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
 		return err
 	}
 	js := idsJSON(ids)
@@ -180,7 +169,9 @@ RETURNING id, attempt`, claim, now, n)
 		attempts[id] = attempt
 		ids = append(ids, id)
 	}
-	if err := rows.Close(); err != nil {
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
 		return nil, err
 	}
 	if len(ids) == 0 {

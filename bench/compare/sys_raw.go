@@ -260,15 +260,10 @@ func newRawSQLite(dir string, k knobs) *rawSys {
 }
 
 func (r *rawSQLite) reset(ctx context.Context) error {
-	if err := r.wipe(ctx); err != nil {
+	if err := r.reopen(ctx); err != nil {
 		return err
 	}
-	db, err := openRawSQLite(r.path)
-	if err != nil {
-		return err
-	}
-	r.db = db
-	_, err = db.ExecContext(ctx, `
+	_, err := r.db.ExecContext(ctx, `
 		CREATE TABLE raw_jobs (id INTEGER PRIMARY KEY, state INTEGER NOT NULL DEFAULT 0, args TEXT NOT NULL);
 		CREATE INDEX raw_jobs_queued ON raw_jobs (id) WHERE state = 0`)
 	return err
@@ -277,14 +272,7 @@ func (r *rawSQLite) reset(ctx context.Context) error {
 func (r *rawSQLite) insert(ctx context.Context, seqs []int64) error {
 	var b strings.Builder
 	b.WriteString("INSERT INTO raw_jobs (args) VALUES ")
-	args := make([]any, len(seqs))
-	for i, s := range seqs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?)")
-		args[i] = string(argsOf(s))
-	}
+	args := argsRows(&b, make([]any, 0, len(seqs)), seqs)
 	_, err := r.db.ExecContext(ctx, b.String(), args...)
 	return err
 }
@@ -316,6 +304,32 @@ func (r *rawSQLite) wipe(context.Context) error {
 		r.db = nil
 	}
 	return removeSQLite(r.path)
+}
+
+// reopen deletes r's file and opens a new, empty one in its place.
+func (r *rawSQLite) reopen(ctx context.Context) error {
+	if err := r.wipe(ctx); err != nil {
+		return err
+	}
+	db, err := openRawSQLite(r.path)
+	if err != nil {
+		return err
+	}
+	r.db = db
+	return nil
+}
+
+// argsRows writes a "(?)" row per seq to b, comma-separated, and appends each
+// one's args (argsOf) to args, which it returns.
+func argsRows(b *strings.Builder, args []any, seqs []int64) []any {
+	for i, s := range seqs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?)")
+		args = append(args, string(argsOf(s)))
+	}
+	return args
 }
 
 // openRawSQLite opens the SQLite file at path as Drover's driver does (WAL,

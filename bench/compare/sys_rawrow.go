@@ -62,15 +62,7 @@ func (r *rawSQLiteRow) insert(ctx context.Context, seqs []int64) error {
 	b.WriteString(`WITH p(now) AS (VALUES (?))
 INSERT INTO drover_jobs (kind, queue, status, args, priority, run_at, max_attempts, created_at, enqueued_by)
 SELECT 'bench', 'default', 'queued', v.column1, 0, p.now, 25, p.now, 'w' FROM (VALUES `)
-	args := make([]any, 1, 1+len(seqs))
-	args[0] = time.Now().UnixMicro()
-	for i, s := range seqs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?)")
-		args = append(args, string(argsOf(s)))
-	}
+	args := argsRows(&b, append(make([]any, 0, 1+len(seqs)), time.Now().UnixMicro()), seqs)
 	b.WriteString(") AS v, p")
 	_, err := r.drv.DB().ExecContext(ctx, b.String(), args...)
 	return err
