@@ -108,16 +108,29 @@ func (s *rawSys) start(ctx context.Context, t *tracker) error {
 			for i, c := range batch {
 				ids[i] = c.id
 			}
-			for {
+			done := true
+			for failedStopping := 0; ; {
 				err := s.store.complete(context.Background(), ids)
 				if err == nil {
 					break
+				}
+				// A batch that still fails once the worker is stopping is
+				// given up, its jobs not completed, so that stop returns and
+				// the run reports them rather than hanging.
+				if ctx.Err() != nil {
+					if failedStopping++; failedStopping > 20 {
+						logf("%s: complete: %v; stopping, %d jobs given up", s.label, err, len(ids))
+						done = false
+						break
+					}
 				}
 				logf("%s: complete: %v; retrying", s.label, err)
 				time.Sleep(50 * time.Millisecond)
 			}
 			for _, c := range batch {
-				t.completedSeq(c.seq)
+				if done {
+					t.completedSeq(c.seq)
+				}
 				close(c.done)
 			}
 		}
