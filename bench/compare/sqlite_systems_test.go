@@ -7,13 +7,15 @@ import (
 )
 
 // TestSQLiteSystemsBurnDown runs a small burn-down on each SQLite system the
-// harness has, on real files: every job is worked once, none is lost, and the
-// database holds none unfinished afterwards.
+// harness has, and on the split-sqlite experiment, on real files: every job is
+// worked once, none is lost, and the database holds none unfinished afterwards.
+// The small claims and completion batches make the completer mix claims.
 func TestSQLiteSystemsBurnDown(t *testing.T) {
 	ctx := context.Background()
 	k := knobs{concurrency: 50, claimBatch: 20, completionBatch: 10}
 	o := opts{jobs: 2000, insertBatch: 300, insertWorkers: 1, stall: time.Minute}
-	for _, s := range []system{newDroverSQLite(t.TempDir(), k), newRawSQLite(t.TempDir(), k), newRawSQLiteRow(t.TempDir(), k)} {
+	for _, s := range []system{newDroverSQLite(t.TempDir(), k), newRawSQLite(t.TempDir(), k), newRawSQLiteRow(t.TempDir(), k),
+		newSplitSQLite(t.TempDir(), k)} {
 		t.Run(s.name(), func(t *testing.T) {
 			defer s.close()
 			if err := s.reset(ctx); err != nil {
