@@ -36,8 +36,13 @@ import (
 // drover-row's 28–44% (median 41%). Its bare writes plus what Drover's driver
 // adds to its own row's (drover-driver against drover-row, in the same hour)
 // came to about twice what half of narrow-row's rate leaves a job, so this
-// layout would not bring Drover's SQLite driver to half of raw either;
-// bench/compare/HISTORY.md has the figures.
+// layout would not bring Drover's SQLite driver to half of raw either.
+// Under the harness's worker and the README run's knobs (split-sqlite,
+// BenchmarkSQLiteSplitHarness, thirty-fifth session, six alternating rounds)
+// raw's worker on this layout reached 46–65% of raw-sqlite (median 57%), on
+// Drover's row 37–47% (median 43%); Drover's driver ran at 47–65% (median
+// 50%) of raw's worker on its own row. bench/compare/HISTORY.md has the
+// figures.
 type rawSQLiteSplit struct {
 	rawSQLite // its file, connection and wipe
 
