@@ -108,25 +108,7 @@ func (s *rawSys) start(ctx context.Context, t *tracker) error {
 			for i, c := range batch {
 				ids[i] = c.id
 			}
-			done := true
-			for failedStopping := 0; ; {
-				err := s.store.complete(context.Background(), ids)
-				if err == nil {
-					break
-				}
-				// A batch that still fails once the worker is stopping is
-				// given up, its jobs not completed, so that stop returns and
-				// the run reports them rather than hanging.
-				if ctx.Err() != nil {
-					if failedStopping++; failedStopping > 20 {
-						logf("%s: complete: %v; stopping, %d jobs given up", s.label, err, len(ids))
-						done = false
-						break
-					}
-				}
-				logf("%s: complete: %v; retrying", s.label, err)
-				time.Sleep(50 * time.Millisecond)
-			}
+			done := s.completeBatch(ctx, ids)
 			for _, c := range batch {
 				if done {
 					t.completedSeq(c.seq)
@@ -181,6 +163,27 @@ func (s *rawSys) start(ctx context.Context, t *tracker) error {
 		}
 	}()
 	return nil
+}
+
+// completeBatch writes the completions of ids, retrying a failure, and
+// reports whether they were written. A batch that still fails once the worker
+// is stopping (ctx done) is given up, its jobs not completed, so that stop
+// returns and the run reports them rather than hanging.
+func (s *rawSys) completeBatch(ctx context.Context, ids []int64) bool {
+	for failedStopping := 0; ; {
+		err := s.store.complete(context.Background(), ids)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			if failedStopping++; failedStopping > 20 {
+				logf("%s: complete: %v; stopping, %d jobs given up", s.label, err, len(ids))
+				return false
+			}
+		}
+		logf("%s: complete: %v; retrying", s.label, err)
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (s *rawSys) stop(context.Context) error {
