@@ -238,6 +238,7 @@ func (r report) writeTable(w io.Writer) {
 	fmt.Fprintln(w, cpuNote)
 	writeShares(w, r.Results)
 	writeRounds(w, r.Results)
+	writeTargets(w, r.Results)
 	for _, e := range errs {
 		fmt.Fprintln(w, "ERROR:", e)
 	}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// heapAround is a continuous run's heap over 300 s: first in the window's first
+// fifth and last in its last.
+func heapAround(first, last float64) []memSample {
+	return []memSample{{At: 0, HeapMiB: 1}, {At: 10, HeapMiB: first}, {At: 150, HeapMiB: 40}, {At: 290, HeapMiB: last}}
+}
+
+// theREADMERun is the README's table (the thirty-third session's full run).
+func theREADMERun() []result {
+	bd := func(sys string, rate float64) result {
+		return result{Workload: "burn-down", Param: "1000000 jobs", System: sys, WorkPerSec: rate, DBUnfinished: -1}
+	}
+	bl := func(size string, p50 float64) result {
+		return result{Workload: "backlog", Param: size, System: "drover", StartP50: p50}
+	}
+	return []result{
+		bd("drover", 78069), bd("river", 30704), bd("raw", 118353),
+		bd("drover-sqlite", 56432), bd("raw-sqlite", 242491), bd("raw-sqlite-row", 108046),
+		{Workload: "continuous", Param: "5m0s", System: "drover", WorkPerSec: 46052, WorkSeconds: 300, Heap: heapAround(12.9, 12.3)},
+		{Workload: "continuous", Param: "5m0s", System: "river", WorkPerSec: 19355},
+		{Workload: "latency", Param: "1000/s for 30s", System: "drover", StartP50: 1.49, StartP99: 4.73},
+		{Workload: "latency", Param: "1000/s for 30s", System: "river", StartP50: 2.67, StartP99: 5.70},
+		bl("10000 rows", 0.98), bl("1000000 rows", 1.02), bl("5000000 rows", 1.16),
+		{Workload: "backlog", Param: "10000 rows", System: "river", StartP50: 0.5},
+	}
+}
+
+// TestTargetsOfTheREADMERun: the harness's verdicts on the README's run are the
+// README's: every line met but half of raw SQLite.
+func TestTargetsOfTheREADMERun(t *testing.T) {
+	want := []struct{ what, figure, verdict string }{
+		{"burn-down 1000000 jobs: drover ≥ 1.5× river", "2.54×", "met"},
+		{"continuous 5m0s: drover ≥ 1.5× river", "2.38×", "met"},
+		{"latency 1000/s for 30s: drover enqueue→start p50 ≤ 5 ms, p99 ≤ 25 ms", "1.49 / 4.73 ms", "met"},
+		{"backlog: drover p50 at 5000000 rows ≤ 1.3× at 10000 rows", "1.16 / 0.98 ms = 1.18×", "met"},
+		{"burn-down 1000000 jobs: drover ≥ 60% of raw", "66.0%", "met"},
+		{"burn-down 1000000 jobs: drover-sqlite ≥ 50% of raw-sqlite", "23.3% (52.2% of raw-sqlite-row)", "NOT MET"},
+		{"continuous 5m0s: drover heap within 10% (median, first → last fifth)", "12.9 → 12.3 MiB, -5%", "met"},
+		{"every workload and system: 0 lost, 0 completed twice", "0 / 0", "met"},
+	}
+	got := targets(theREADMERun())
+	if len(got) != len(want) {
+		t.Fatalf("%d targets, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if g := got[i]; g.what != w.what || g.figure != w.figure || g.verdict() != w.verdict {
+			t.Errorf("target %d = %q, %q, %s; want %q, %q, %s", i, g.what, g.figure, g.verdict(), w.what, w.figure, w.verdict)
+		}
+	}
+	var b bytes.Buffer
+	writeTargets(&b, theREADMERun())
+	if !strings.Contains(b.String(), "the issue's targets") || strings.Count(b.String(), "NOT MET") != 1 {
+		t.Errorf("printed targets:\n%s\nwant a heading and one NOT MET", b.String())
+	}
+}
+
+// TestTargetsJudgeEachLine: each line fails on its own figure, a bound itself
+// meets its line, and a failed run meets no line it is in.
+func TestTargetsJudgeEachLine(t *testing.T) {
+	verdicts := func(rs []result) map[string]bool {
+		m := map[string]bool{}
+		for _, tg := range targets(rs) {
+			m[tg.what] = tg.met
+		}
+		return m
+	}
+	const (
+		bdRiver   = "burn-down 1000000 jobs: drover ≥ 1.5× river"
+		contRiver = "continuous 5m0s: drover ≥ 1.5× river"
+		latency   = "latency 1000/s for 30s: drover enqueue→start p50 ≤ 5 ms, p99 ≤ 25 ms"
+		backlog   = "backlog: drover p50 at 5000000 rows ≤ 1.3× at 10000 rows"
+		pgShare   = "burn-down 1000000 jobs: drover ≥ 60% of raw"
+		heap      = "continuous 5m0s: drover heap within 10% (median, first → last fifth)"
+		lostDup   = "every workload and system: 0 lost, 0 completed twice"
+	)
+	cases := []struct {
+		name   string
+		change func(rs []result)
+		line   string
+		met    bool
+	}{
+		{"1.5× exactly", func(rs []result) { rs[0].WorkPerSec, rs[1].WorkPerSec = 1500, 1000 }, bdRiver, true},
+		{"1.49×", func(rs []result) { rs[0].WorkPerSec, rs[1].WorkPerSec = 1490, 1000 }, bdRiver, false},
+		{"continuous river faster", func(rs []result) { rs[7].WorkPerSec = 40000 }, contRiver, false},
+		{"continuous drover failed", func(rs []result) { rs[6].Error = "stalled" }, contRiver, false},
+		{"p99 over 25 ms", func(rs []result) { rs[8].StartP99 = 25.5 }, latency, false},
+		{"p50 over 5 ms", func(rs []result) { rs[8].StartP50 = 5.1 }, latency, false},
+		{"backlog 1.3× exactly", func(rs []result) { rs[10].StartP50, rs[12].StartP50 = 2.0, 2.6 }, backlog, true},
+		{"backlog 1.5×", func(rs []result) { rs[12].StartP50 = 1.47 }, backlog, false},
+		{"60% exactly", func(rs []result) { rs[0].WorkPerSec, rs[2].WorkPerSec = 600, 1000 }, pgShare, true},
+		{"59.9%", func(rs []result) { rs[0].WorkPerSec, rs[2].WorkPerSec = 599, 1000 }, pgShare, false},
+		{"raw failed", func(rs []result) { rs[2].Error = "stalled" }, pgShare, false},
+		{"heap +11%", func(rs []result) { rs[6].Heap = heapAround(10, 11.1) }, heap, false},
+		{"heap -11%", func(rs []result) { rs[6].Heap = heapAround(10, 8.9) }, heap, false},
+		{"heap +9%", func(rs []result) { rs[6].Heap = heapAround(10, 10.9) }, heap, true},
+		{"river lost a job", func(rs []result) { rs[1].Lost = 1 }, lostDup, false},
+		{"raw-sqlite completed one twice", func(rs []result) { rs[4].Dup = 1 }, lostDup, false},
+		{"a backlog run failed", func(rs []result) { rs[11].Error = "stalled" }, lostDup, false},
+	}
+	for _, c := range cases {
+		rs := theREADMERun()
+		c.change(rs)
+		got, ok := verdicts(rs)[c.line]
+		if !ok || got != c.met {
+			t.Errorf("%s: %q met = %v (present %v), want %v", c.name, c.line, got, ok, c.met)
+		}
+	}
+}
+
+// TestTargetsLeaveOutWhatDidNotRun: a SQLite-only burn-down is judged on its
+// SQLite line and on lost/dup alone, and no run prints nothing.
+func TestTargetsLeaveOutWhatDidNotRun(t *testing.T) {
+	rs := []result{
+		{Workload: "burn-down", Param: "1000 jobs", System: "drover-sqlite", WorkPerSec: 60, Lost: 2},
+		{Workload: "burn-down", Param: "1000 jobs", System: "raw-sqlite", WorkPerSec: 100},
+	}
+	got := targets(rs)
+	if len(got) != 2 || got[0].figure != "60.0%" || !got[0].met ||
+		got[1].figure != "2 / 0 (burn-down 1000 jobs on drover-sqlite: 2/0)" || got[1].met {
+		t.Errorf("targets of a SQLite-only burn-down = %+v; want the SQLite share met (60.0%%) and lost/dup not met, naming the run", got)
+	}
+	var b bytes.Buffer
+	writeTargets(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("targets of no run printed %q, want nothing", b.String())
+	}
+}
