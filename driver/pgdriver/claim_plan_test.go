@@ -120,44 +120,102 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 	}
 }
 
-// A batch completion looks its jobs up by primary key even when the statistics
-// say that no job is leased while hundreds are: ANALYZEd while all jobs waited,
-// then 600 claimed. Planned with its values on each call, the completion read
-// the lease index instead (its predicate then matched the completion's status
-// check), once per input row: O(leased jobs × batch). Without its own plan
-// settings (completePlanSettings) it now walks the whole table, or the whole
-// primary key, once per input row; with them the ids are looked up by key.
+// A batch completion looks its jobs up by primary key whatever the statistics
+// say, and is planned once per connection. Planned with its values on each
+// call, it once read the lease index (its predicate then matched the
+// completion's status check) once per input row when the statistics said no
+// job was leased while hundreds were: ANALYZEd while all jobs waited, then 600
+// claimed, O(leased jobs × batch). Without its plan settings
+// (completePlanSettings) it walks the whole table, or the whole primary key,
+// once per input row. With them there is one shape left, an index lookup of
+// the ids feeding a hash join, so the driver keeps one generic plan: here it is
+// built on a one-row table, looked at after the table has grown to 20k jobs,
+// and again after statistics taken while none was leased.
 func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := open(t)
-	insertWaiting(t, d, 20_000)
-	if _, err := d.Pool().Exec(ctx, "VACUUM ANALYZE drover_jobs"); err != nil {
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
+	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 600, Owner: "w", Start: true})
-	if err != nil || len(jobs) != 600 {
-		t.Fatalf("claimed %d (%v), want 600", len(jobs), err)
+	cfg.MaxConns = 1 // the completions and the inspection below share the one session
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ids, attempts, tokens, results, reqs := []int64{}, []int32{}, []string{}, []string{}, []string{}
-	for _, j := range jobs[:500] {
-		ids, attempts, tokens = append(ids, j.ID), append(attempts, int32(j.Attempt)), append(tokens, j.LeaseToken)
-		results, reqs = append(results, "null"), append(reqs, "r")
+	t.Cleanup(pool.Close)
+	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// As completeMany sends it: in one transaction with its plan settings,
-	// planned with these values.
-	for _, req := range []string{"", "r"} {
-		for i := range reqs {
-			reqs[i] = req
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(jobs []*driver.Job) {
+		t.Helper()
+		for i, err := range d.JobCompleteManyErrs(ctx, completions(jobs)) {
+			if err != nil {
+				t.Fatalf("complete job %d: %v", jobs[i].ID, err)
+			}
 		}
-		b := &pgx.Batch{}
-		b.Queue(pgdriver.CompletePlanSettings)
-		b.Queue("EXPLAIN (COSTS OFF) "+pgdriver.CompleteManySQL(), ids, attempts, tokens, results, reqs, nil)
-		br := d.Pool().SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
+	}
+	claim := func(n int) []*driver.Job {
+		t.Helper()
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: n, Owner: "w", Start: true})
+		if err != nil || len(jobs) != n {
+			t.Fatalf("claimed %d (%v), want %d", len(jobs), err, n)
+		}
+		return jobs
+	}
+
+	// The plan is built on a table of one job.
+	insertWaiting(t, d, 1)
+	if _, err := pool.Exec(ctx, "ANALYZE drover_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	complete(claim(1))
+	// The pool's one session, which the driver waits for while a test holds it.
+	acquire := func() *pgxpool.Conn {
+		t.Helper()
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := br.Query()
+		return conn
+	}
+	plans := func() (name string, generic, custom int64) {
+		t.Helper()
+		conn := acquire()
+		defer conn.Release()
+		err := conn.QueryRow(ctx, "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+			pgdriver.CompleteManySQL()).Scan(&name, &generic, &custom)
+		if err != nil {
+			t.Fatalf("the completion's prepared statement on the pool's one session: %v", err)
+		}
+		return name, generic, custom
+	}
+	name, generic, custom := plans()
+	if generic != 1 || custom != 0 {
+		t.Errorf("the completion ran %d times with the generic plan and %d with a custom one, want 1 and 0", generic, custom)
+	}
+
+	// The plan under the completion's own settings, in a transaction as the
+	// completion's (see TestClaimPlanUsesIndexesOnATinyTable on why).
+	check := func(when string) {
+		t.Helper()
+		conn := acquire()
+		defer conn.Release()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // only read
+		if _, err := tx.Exec(ctx, pgdriver.CompletePlanSettings); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+name+
+			"(ARRAY[1]::bigint[], ARRAY[1]::int[], ARRAY['00000000-0000-0000-0000-000000000000']::uuid[], ARRAY['null'], ARRAY['r'], NULL)")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,21 +223,30 @@ func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := br.Close(); err != nil {
-			t.Fatal(err)
-		}
 		plan := strings.Join(lines, "\n")
-		if strings.Contains(plan, "drover_jobs_lease_idx") || strings.Contains(plan, "Seq Scan on drover_jobs") ||
-			!strings.Contains(plan, "Index Scan using drover_jobs_pkey on drover_jobs\n") || len(unboundedIndexScans(plan)) > 0 {
-			t.Errorf("request_id %q: the completion's plan with 500 leased jobs the statistics do not know of:\n%s\n"+
-				"want the UPDATE's jobs looked up by primary key (unbounded index scans: %q), not by the lease index or a sequential scan",
-				req, plan, unboundedIndexScans(plan))
+		if !strings.Contains(plan, "$1") {
+			t.Errorf("%s: the plan names no parameter, so it is not the generic one:\n%s", when, plan)
+		}
+		if strings.Contains(plan, "Seq Scan on drover_jobs") || strings.Contains(plan, "Nested Loop") ||
+			!strings.Contains(plan, "drover_jobs_pkey") || !strings.Contains(plan, "Index Cond: (id = ANY ($1))") ||
+			len(unboundedIndexScans(plan)) > 0 {
+			t.Errorf("%s, the completion's plan:\n%s\nwant the UPDATE's jobs looked up by primary key (unbounded index scans: %q), "+
+				"no nested loop, no sequential scan", when, plan, unboundedIndexScans(plan))
 		}
 	}
-	for i, err := range d.JobCompleteManyErrs(ctx, completions(jobs[:500])) {
-		if err != nil {
-			t.Fatalf("complete job %d: %v", jobs[i].ID, err)
-		}
+	check("on a one-row table")
+
+	insertWaiting(t, d, 20_000)
+	check("after the table grew to 20k jobs")
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE drover_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	jobs := claim(600)
+	check("with 600 leased jobs the statistics do not know of")
+	_, before, _ := plans() // the EXPLAINs above count as runs too
+	complete(jobs[:500])
+	if _, generic, custom := plans(); generic != before+1 || custom != 0 {
+		t.Errorf("the completion of 500 ran %d times with the generic plan and %d with a custom one, want 1 and 0", generic-before, custom)
 	}
 }
 

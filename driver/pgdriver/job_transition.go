@@ -492,7 +492,16 @@ var completeManyOrds = queryVariant("JobCompleteMany", "SELECT * FROM j;", "SELE
 // nested loops off that lookup feeds a hash join with the input whatever the
 // statistics say (TestCompletionPlanIgnoresStaleLeaseStatistics); on 200k jobs
 // with fresh statistics it is as fast as the nested loop the planner picked.
-const completePlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
+//
+// With no other shape left to choose, the plan no longer depends on the
+// values or the statistics, so it is built once per connection
+// (force_generic_plan), as the claim's is. Planned with its values on every
+// call, the completion spent 0.6-0.9 ms of PostgreSQL's CPU planning each
+// batch, more than executing one of a few jobs: at 1,000 jobs/s (batches of
+// ~5) 2.6 s of planning in 15 s against 1.1 s of execution, and in a burn-down
+// (batches of ~400) 1.5 µs a job (pg_stat_statements, bench/compare/HISTORY.md,
+// thirty-sixth session).
+const completePlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('enable_seqscan', 'off', true), set_config('enable_nestloop', 'off', true),
        set_config('jit', 'off', true)`
 
@@ -549,12 +558,10 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	}
 	done := map[int64]*driver.Job{}
 	if len(ids) > 0 {
-		// Planned with the actual ids on every call (force_custom_plan): a
-		// generic plan's join order depends on the statistics of the moment it
-		// was built, and it is kept (tried: bench/compare/HISTORY.md, sixth
-		// session). The arrays travel in binary, the statement's types cached;
-		// QueryExecModeExec sent them as text, which pgx spent ~1 µs a job
-		// formatting and PostgreSQL then parsed.
+		// One generic plan per connection (completePlanSettings). The arrays
+		// travel in binary, the statement's types cached; QueryExecModeExec
+		// sent them as text, which pgx spent ~1 µs a job formatting and
+		// PostgreSQL then parsed.
 		query := queries.Get("JobCompleteMany")
 		if idsOnly {
 			query = completeManyOrds
