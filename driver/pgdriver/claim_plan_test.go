@@ -22,24 +22,7 @@ import (
 func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // the claim and the inspection below share the one session
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, d := oneSession(t)
 	if _, err := d.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,24 +117,7 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // the completions and the inspection below share the one session
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, d := oneSession(t)
 	complete := func(jobs []*driver.Job) {
 		t.Helper()
 		for i, err := range d.JobCompleteManyErrs(ctx, completions(jobs)) {
@@ -248,6 +214,32 @@ func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 	if _, generic, custom := plans(); generic != before+1 || custom != 0 {
 		t.Errorf("the completion of 500 ran %d times with the generic plan and %d with a custom one, want 1 and 0", generic-before, custom)
 	}
+}
+
+// oneSession opens a migrated driver on a pool of one connection, so that the
+// driver's statements and a test's look at the plans they left share a session.
+func oneSession(t *testing.T) (*pgxpool.Pool, *pgdriver.Driver) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return pool, d
 }
 
 func completions(jobs []*driver.Job) []driver.CompleteParams {
