@@ -56,8 +56,8 @@ func targets(results []result) []target {
 		return r, ok
 	}
 	var ts []target
-	// quotient judges a/b ≥ min on work rates, failing a line whose run failed.
-	quotient := func(what, workload, a, b string, min float64, percent bool, also string) {
+	// quotient judges a/b ≥ bound on work rates, failing a line whose run failed.
+	quotient := func(what, workload, a, b string, bound float64, percent bool, also string) {
 		ra, okA := get(workload, a)
 		rb, okB := get(workload, b)
 		if !okA || !okB {
@@ -71,7 +71,7 @@ func targets(results []result) []target {
 			t.figure = "no rate"
 		default:
 			q := ra.WorkPerSec / rb.WorkPerSec
-			t.met = q >= min
+			t.met = q >= bound
 			if percent {
 				t.figure = fmt.Sprintf("%.1f%%", 100*q)
 			} else {
