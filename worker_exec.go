@@ -316,9 +316,9 @@ func (x *execution) finish(o outcome) {
 	switch {
 	case errors.Is(cause, errLeaseLost), errors.Is(cause, errCanceled):
 		// The job is no longer ours: whatever we report would be rejected.
+		log.Info("handler stopped", "reason", cause)
 		w.stats.LeaseLost.Add(1)
 		w.observeLeaseLost(job)
-		log.Info("handler stopped", "reason", cause)
 		x.done()
 		return
 	case errors.Is(cause, errLeaseUncertain):
@@ -475,11 +475,11 @@ func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, releas
 		}
 		time.Sleep(wait)
 	}
+	log.Warn(why, append(args, "given_back", err == nil, "err", err)...)
 	if err != nil {
 		w.stats.LeaseLost.Add(1)
 		w.observeLeaseLost(job)
 	}
-	log.Warn(why, append(args, "given_back", err == nil, "err", err)...)
 }
 
 // heartbeatTiming is the heartbeat interval and the give-up margin (see
@@ -704,9 +704,10 @@ func (x *execution) reportFrom(first error) {
 			return
 		}
 		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+			// Logged before it is counted: whoever sees the count sees the line.
+			log.Warn("result rejected: the lease was lost", "err", err)
 			w.stats.LeaseLost.Add(1)
 			w.observeLeaseLost(x.job)
-			log.Warn("result rejected: the lease was lost", "err", err)
 			x.done()
 			return
 		}
