@@ -113,8 +113,13 @@ type keptClaim struct {
 	attempt int
 }
 
-// readKeptClaim reads job id's kept claim event, if it holds one.
-func readKeptClaim(ctx context.Context, tx *sql.Tx, id int64) (*keptClaim, error) {
+// readKeptClaim reads the kept claim event of job id, which is leaving status
+// from: nil unless from is running (only a running row holds one) and the row
+// holds one.
+func readKeptClaim(ctx context.Context, tx *sql.Tx, id int64, from lifecycle.Status) (*keptClaim, error) {
+	if from != lifecycle.StatusRunning {
+		return nil, nil
+	}
 	var k keptClaim
 	err := tx.QueryRowContext(ctx, queries.Get("ClaimKept"), sql.Named("id", id)).Scan(&k.seq, &k.at, &k.actor, &k.attempt)
 	if err == sql.ErrNoRows {

@@ -61,9 +61,9 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 	// Every transition from running but a completion without a request_id
 	// ends the claim, and so takes its kept events out of the row.
 	var kept *keptClaim
-	if from == lifecycle.StatusRunning && !f.rowEvent {
+	if !f.rowEvent {
 		var err error
-		if kept, err = readKeptClaim(ctx, tx, p.ID); err != nil {
+		if kept, err = readKeptClaim(ctx, tx, p.ID, from); err != nil {
 			return nil, err
 		}
 	}

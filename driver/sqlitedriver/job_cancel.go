@@ -35,11 +35,9 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 		if before.Status.Terminal() {
 			return fmt.Errorf("cancel job %d: job is %s: %w", p.ID, before.Status, driver.ErrInvalidTransition)
 		}
-		var kept *keptClaim
-		if before.Status == lifecycle.StatusRunning {
-			if kept, err = readKeptClaim(ctx, tx, p.ID); err != nil {
-				return err
-			}
+		kept, err := readKeptClaim(ctx, tx, p.ID, before.Status)
+		if err != nil {
+			return err
 		}
 		after, err := queryJob(ctx, tx, queries.Get("JobCancel"),
 			sql.Named("id", p.ID),

@@ -70,12 +70,9 @@ func reapOne(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (*dr
 		}
 		entry = e
 	}
-	var kept *keptClaim
-	if wasRunning {
-		var err error
-		if kept, err = readKeptClaim(ctx, tx, j.ID); err != nil {
-			return nil, err
-		}
+	kept, err := readKeptClaim(ctx, tx, j.ID, j.Status)
+	if err != nil {
+		return nil, err
 	}
 	stalled, err := queryJob(ctx, tx, queries.Get("ReapStall"),
 		sql.Named("id", j.ID),
