@@ -48,9 +48,12 @@ func run(args []string) error {
 		sqlite      = fl.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous); raw runs as raw-sqlite and raw-sqlite-row (raw on Drover's job row)")
 		sqliteOnly  = fl.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
 		sqliteDir   = fl.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
-		conc        = fl.Int("concurrency", 100, "drover and raw: jobs run at once (handler goroutines)")
-		claimBatch  = fl.Int("claim-batch", 0, "drover and raw: most jobs one claim takes (0: Drover's default, 100 bounded by the free slots; raw uses the same)")
-		compBatch   = fl.Int("completion-batch", 0, "drover and raw: most completions per statement (0: Drover's default; raw then uses 100)")
+		// The knobs' defaults are the README table's: as many handler slots as
+		// River's MaxWorkers (riverbench's 2000), so a run without flags
+		// compares the two at the same concurrency.
+		conc        = fl.Int("concurrency", 2000, "drover and raw: jobs run at once (handler goroutines); the default matches --river-max-workers")
+		claimBatch  = fl.Int("claim-batch", 1000, "drover and raw: most jobs one claim takes, bounded by the free slots (0: Drover's default, 100; raw then uses the same)")
+		compBatch   = fl.Int("completion-batch", 500, "drover and raw: most completions per statement (0: Drover's default; raw then uses 100)")
 		pollMS      = fl.Int("poll-interval-ms", 0, "drover: fallback poll interval in ms (0: Drover's default)")
 		insertBatch = fl.Int("insert-batch", 1000, "jobs per insert statement in burn-down and continuous (every system)")
 		insertWork  = fl.Int("insert-workers", 1, "goroutines inserting batches concurrently in burn-down and continuous")
