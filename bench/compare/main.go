@@ -128,11 +128,12 @@ func run(args []string) error {
 		return fmt.Errorf("--backlog-future must be a fraction from 0 to 1, got %v", *backlogFut)
 	}
 	for _, n := range []struct {
-		flag string
-		v    int
-	}{{"--max-conns", *maxConns}, {"--poll-interval-ms", *pollMS}, {"--claim-batch", *claimBatch}, {"--completion-batch", *compBatch}} {
+		flag, zero string // zero: whose default 0 asks for
+		v          int
+	}{{"--max-conns", "pgx's", *maxConns}, {"--poll-interval-ms", "Drover's", *pollMS},
+		{"--claim-batch", "Drover's", *claimBatch}, {"--completion-batch", "Drover's", *compBatch}} {
 		if n.v < 0 {
-			return fmt.Errorf("%s must not be negative (0: the default), got %d", n.flag, n.v)
+			return fmt.Errorf("%s must not be negative (0: %s default), got %d", n.flag, n.zero, n.v)
 		}
 	}
 	if *sqliteOnly {
