@@ -127,7 +127,7 @@ func FuzzRequestDecoding(f *testing.F) {
 		}
 	}
 	for i, tg := range targets {
-		segs := []string{"1", "2", "3", "0", "-1", "abc", "99999999999999999999", "a b", "default"}
+		segs := []string{"1", "2", "3", "0", "-1", "abc", "99999999999999999999", "a b", "default", "/", "a/b", ".."}
 		if tg.path == "/jobs" || tg.path == "/dlq" {
 			segs = []string{"status=queued,running&queue=default&kind=k&limit=5&cursor=3", "status=failed", "status=bogus",
 				"limit=0", "limit=1001", "cursor=x", "queue=a%20b", "kind=" + strings.Repeat("k", 129)}
