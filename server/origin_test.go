@@ -117,4 +117,18 @@ func TestLoopbackHostsOnly(t *testing.T) {
 			t.Errorf("GET /jobs, Host %s: %d %s, want %d", host, rec.Code, rec.Body, want)
 		}
 	}
+	// Every route refuses it, the open ones too, and says so in openapi.json.
+	documented := documentedStatuses(t)
+	for _, r := range s.Routes() {
+		req := httptest.NewRequest(r.Method, strings.NewReplacer("{id}", "1", "{name}", "default").Replace(r.Path), nil)
+		req.Host = "rebind.attacker.example"
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != http.StatusForbidden {
+			t.Errorf("%s %s, Host rebind.attacker.example: %d %s, want 403", r.Method, r.Path, rec.Code, rec.Body)
+		}
+		if !documented[fuzzTarget{r.Method, r.Path}][http.StatusForbidden] {
+			t.Errorf("%s %s answers 403 to a Host that is not loopback; openapi.json does not list it", r.Method, r.Path)
+		}
+	}
 }
