@@ -136,3 +136,35 @@ func TestTargetsLeaveOutWhatDidNotRun(t *testing.T) {
 		t.Errorf("targets of no run printed %q, want nothing", b.String())
 	}
 }
+
+// TestTargetsHeapNeedsFiveMinutes: the heap line is over a 5-minute run, so a
+// shorter one, whose first fifth is its warm-up, is printed unjudged (neither
+// met nor NOT MET), and a run of five minutes or more is judged.
+func TestTargetsHeapNeedsFiveMinutes(t *testing.T) {
+	for _, c := range []struct {
+		param string
+		heap  []memSample
+		want  string
+	}{
+		{"5s", heapAround(4.6, 8.8), "not judged"},
+		{"4m59s", heapAround(10, 10), "not judged"},
+		{"5m0s", heapAround(4.6, 8.8), "NOT MET"},
+		{"5m0s", heapAround(10, 10.5), "met"},
+		{"10m0s", heapAround(10, 10.5), "met"},
+	} {
+		ts := targets([]result{{Workload: "continuous", Param: c.param, System: "drover", WorkPerSec: 100, WorkSeconds: 300, Heap: c.heap}})
+		if len(ts) != 2 || ts[0].verdict() != c.want || (c.want == "not judged" && ts[0].met) {
+			t.Errorf("continuous %s, heap %v: targets %+v; want the heap line %s first", c.param, c.heap, ts, c.want)
+		}
+	}
+	var b bytes.Buffer
+	writeTargets(&b, []result{{Workload: "continuous", Param: "5s", System: "drover", WorkPerSec: 100, WorkSeconds: 300, Heap: heapAround(4.6, 8.8)}})
+	if want := "not judged  4.6 → 8.8 MiB, +91% (the line is over a 5m0s run; in a 5s one the first fifth is the warm-up)"; !strings.Contains(b.String(), want) {
+		t.Errorf("printed:\n%s\nwant a line with %q", b.String(), want)
+	}
+	b.Reset()
+	writeTargets(&b, theREADMERun())
+	if strings.Contains(b.String(), "not judged") || !strings.Contains(b.String(), "met      11.9 → 11.7 MiB, -2%") {
+		t.Errorf("the README's run printed:\n%s\nwant its heap judged, the verdicts 7 wide as before", b.String())
+	}
+}
