@@ -106,6 +106,24 @@ func TestErrorsAreJSON(t *testing.T) {
 	}
 }
 
+// An unknown path is named as it was sent: a queue name of an escaped slash
+// (%2F) matches no route, and its unescaped form, /queues///pause, hid why.
+func TestNoEndpointNamesThePathAsSent(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, Config{})
+	for target, want := range map[string]string{
+		"/nope":             "no endpoint /nope",
+		"/queues/%2F/pause": "no endpoint /queues/%2F/pause",
+		"/jobs/%2F/cancel":  "no endpoint /jobs/%2F/cancel",
+	} {
+		status, _, body := call(t, s, "POST", target, "", nil)
+		var e errorBody
+		if err := json.Unmarshal(body, &e); err != nil || status != http.StatusNotFound || e.Error.Message != want {
+			t.Errorf("POST %s: %d %s, want 404 %q", target, status, body, want)
+		}
+	}
+}
+
 // With the database gone, /metrics still serves what the process counts itself
 // (the job counts it cannot read are left out) instead of failing the whole
 // scrape with a 500 whose text named the database.
