@@ -196,8 +196,9 @@ func (s *Server) register() []route {
 				fmt.Sprintf("%s %s is not allowed; use %s", r.Method, path, allow)})
 		})
 	}
-	// The path as sent: an escaped slash (%2F) in a queue name sends a path
-	// that no route matches, which its unescaped form (/queues///pause) hides.
+	// The path as sent: a segment that is an escaped slash alone (%2F, as a
+	// queue name) matches no route, which the unescaped form of the path
+	// (/queues///pause) hides.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s", r.URL.EscapedPath())})
 	})
