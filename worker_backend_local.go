@@ -65,7 +65,7 @@ func (b *localBackend) wakeups(ctx context.Context) (<-chan string, error) {
 // claim claims and starts in one statement: a local worker runs what it claims at
 // once, so it never holds a claimed-but-not-started job (nothing to give back on
 // shutdown) and each job costs one row version fewer.
-func (b *localBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, claimLease, error) {
+func (b *localBackend) claim(_ context.Context, queue string, limit int) ([]*Job, claimLease, error) {
 	// A graceful Stop does not cancel a claim under way: one canceled between
 	// its commit and its answer would leave its jobs running, never run, until
 	// their lease expired and the reaper counted the execution. It waits for it

@@ -190,7 +190,7 @@ func checkEscapes(raw []byte) error {
 }
 
 func numberFits(n string) bool {
-	if len(n) <= maxNumberLen && strings.IndexAny(n, "eE") < 0 {
+	if len(n) <= maxNumberLen && !strings.ContainsAny(n, "eE") {
 		return true
 	}
 	mant, exp, hasExp := strings.Cut(strings.ToLower(n), "e")

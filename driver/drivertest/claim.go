@@ -56,7 +56,7 @@ func testRunAtDBClock(h *harness) {
 	later := h.tm(2 * time.Hour)
 	future := h.mustEnqueue(func(p *driver.InsertParams) { p.RunAt = &later })
 	now := h.mustEnqueue(func(p *driver.InsertParams) { p.RunAt = nil })
-	if d := now.RunAt.Sub(time.Now()); d > time.Second || d < -time.Second {
+	if d := time.Until(now.RunAt); d > time.Second || d < -time.Second {
 		h.t.Errorf("run_at of a job enqueued without one = %s, want within a second of now", fmtTime(now.RunAt))
 	}
 	p := h.claimParams(0)

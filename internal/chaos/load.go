@@ -56,13 +56,11 @@ func idemKey(seq int64) string { return fmt.Sprintf("chaos-%d", seq) }
 // enqueuer sends jobs at the profile's rate until told to hurry, then as fast as
 // it can, until jobs are sent or stop closes.
 type enqueuer struct {
-	h      *harness
-	total  int
-	hurry  chan struct{} // closed: no more rate limit
-	done   chan struct{} // closed when every sender returned
-	http   *http.Client
-	slowMS int // ms of the next jobs' work (pause phase), 0: the usual
-	slowMu sync.Mutex
+	h     *harness
+	total int
+	hurry chan struct{} // closed: no more rate limit
+	done  chan struct{} // closed when every sender returned
+	http  *http.Client
 }
 
 func (h *harness) startEnqueuer(ctx context.Context) *enqueuer {

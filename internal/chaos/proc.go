@@ -142,15 +142,6 @@ func (p *proc) stop(timeout time.Duration) {
 
 func (p *proc) send(cmd string) { _, _ = io.WriteString(p.stdin, cmd+"\n") }
 
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
 // slotOf returns the slot of an incarnation id "slot.n".
 func slotOf(id string) string {
 	if i := strings.LastIndexByte(id, '.'); i >= 0 {
