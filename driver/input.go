@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Limits on input that both drivers store alike. PostgreSQL's integer columns
@@ -74,8 +75,9 @@ func CleanText(s string) string {
 }
 
 // CheckJSON refuses JSON values that a database cannot store as given: invalid
-// UTF-8, NUL characters, lone UTF-16 surrogates, and numbers of more than
-// maxNumberLen digits or an exponent beyond ±maxNumberExp. raw is valid JSON.
+// UTF-8, NUL characters, lone UTF-16 surrogates, numbers of more than
+// maxNumberLen digits or an exponent beyond ±maxNumberExp, and an object that
+// names a key twice (checkKeys). raw is valid JSON.
 func CheckJSON(field string, raw json.RawMessage) error {
 	if len(raw) == 0 {
 		return nil
@@ -87,10 +89,106 @@ func CheckJSON(field string, raw json.RawMessage) error {
 		return Invalid(field, "%v", err)
 	}
 	if json.Valid(raw) {
-		return checkTokens(field, raw)
+		if err := checkTokens(field, raw); err != nil {
+			return err
+		}
+		return checkKeys(field, raw)
 	}
 	return decodeTokens(field, raw) // it names what is wrong and where
 }
+
+// keysInLine is how many keys of one object checkKeys compares one by one
+// before it puts them in a map.
+const keysInLine = 16
+
+// checkKeys refuses an object, at any depth of valid JSON, that names a key
+// twice. RFC 8259 leaves what such an object means to the reader, and the two
+// drivers read it differently: PostgreSQL's jsonb keeps the last value,
+// SQLite's text keeps both, so a handler would get other args from one driver
+// than from the other. Go's encoding/json/v2 refuses them too. Keys compare as
+// decoded ("a" and "\u0061" are one key). One pass, allocating only for a key
+// with an escape or an object of more than keysInLine keys.
+func checkKeys(field string, raw []byte) error {
+	type object struct {
+		first int                 // its first key in keys; -1: an array
+		seen  map[string]struct{} // its keys, once it has more than keysInLine
+	}
+	var obuf [16]object
+	var kbuf [32]string
+	open, keys := obuf[:0], kbuf[:0]
+	wantKey := false
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '{':
+			open = append(open, object{first: len(keys)})
+			wantKey = true
+		case '[':
+			open = append(open, object{first: -1})
+			wantKey = false
+		case '}', ']':
+			if o := open[len(open)-1]; o.first >= 0 {
+				keys = keys[:o.first]
+			}
+			open = open[:len(open)-1]
+			wantKey = false
+		case ',':
+			wantKey = open[len(open)-1].first >= 0
+		case '"':
+			j, escaped := i+1, false
+			for raw[j] != '"' {
+				if raw[j] == '\\' {
+					j++
+					escaped = true
+				}
+				j++
+			}
+			if wantKey {
+				wantKey = false
+				k := unsafeString(raw[i+1 : j])
+				if escaped {
+					var err error
+					if k, err = decodeString(raw[i : j+1]); err != nil {
+						return Invalid(field, "is not valid JSON: %v", err)
+					}
+				}
+				o := &open[len(open)-1]
+				if o.seen == nil && len(keys)-o.first < keysInLine {
+					for _, seen := range keys[o.first:] {
+						if seen == k {
+							return Invalid(field, "names the key %q twice in one object", Clip(k, 100))
+						}
+					}
+					keys = append(keys, k)
+				} else {
+					if o.seen == nil {
+						o.seen = make(map[string]struct{}, 2*keysInLine)
+						for _, seen := range keys[o.first:] {
+							o.seen[strings.Clone(seen)] = struct{}{}
+						}
+						keys = keys[:o.first]
+					}
+					if _, ok := o.seen[k]; ok {
+						return Invalid(field, "names the key %q twice in one object", Clip(k, 100))
+					}
+					o.seen[strings.Clone(k)] = struct{}{}
+				}
+			}
+			i = j
+		}
+	}
+	return nil
+}
+
+// decodeString decodes a JSON string. (A function of its own, so that
+// checkKeys takes no key's address and keeps its keys off the heap.)
+func decodeString(b []byte) (s string, err error) {
+	err = json.Unmarshal(b, &s)
+	return s, err
+}
+
+// unsafeString is b as a string without a copy; b must not change while the
+// string is used (checkKeys holds it only for its own pass over b).
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // decodeTokens applies CheckJSON's rules token by token with a json.Decoder.
 func decodeTokens(field string, raw []byte) error {

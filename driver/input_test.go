@@ -1,9 +1,13 @@
 package driver
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzCheckTokens holds the one-pass checker to the decoder it replaced on
@@ -37,6 +41,7 @@ func TestCheckJSONVerdicts(t *testing.T) {
 		`[` + strings.Repeat("1", 1001) + `]`: "digits",
 		"\"\xff\"":                            "UTF-8",
 		`"\ud800"`:                            "surrogate",
+		`{"a":1,"b":{"a":1},"\u0061":2}`:      `names the key "a" twice`,
 	} {
 		err := CheckJSON("args", json.RawMessage(raw))
 		switch {
@@ -64,4 +69,89 @@ func TestDecodeAttemptErrors(t *testing.T) {
 	if _, err := DecodeAttemptErrors([]byte(`[{"attempt":"x"}]`)); err == nil {
 		t.Error("a malformed history decoded without error")
 	}
+}
+
+// keysTwice is checkKeys's reference: a json.Decoder's tokens, a map per open
+// object.
+func keysTwice(raw []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	type level struct {
+		keys    map[string]bool
+		wantKey bool
+	}
+	var open []*level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		top := (*level)(nil)
+		if len(open) > 0 {
+			top = open[len(open)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				if top != nil && top.keys != nil {
+					top.wantKey = true // the object is this key's value
+				}
+				open = append(open, &level{keys: map[string]bool{}, wantKey: true})
+			case '[':
+				if top != nil && top.keys != nil {
+					top.wantKey = true
+				}
+				open = append(open, &level{})
+			default:
+				open = open[:len(open)-1]
+			}
+			continue
+		case string:
+			if top != nil && top.keys != nil && top.wantKey {
+				if top.keys[v] {
+					return v, true
+				}
+				top.keys[v] = true
+				top.wantKey = false
+				continue
+			}
+		}
+		if top != nil && top.keys != nil {
+			top.wantKey = true // a value ends; the next string is a key
+		}
+	}
+}
+
+// FuzzCheckKeys holds checkKeys to keysTwice on valid JSON.
+func FuzzCheckKeys(f *testing.F) {
+	many := func(n int, last string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		b.WriteString(`"` + last + `":0}`)
+		return b.String()
+	}
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":1,"b":2}`, `{"a":{"a":1},"b":[{"a":1},{"a":2}]}`, `{"a":"a","b":"a"}`,
+		`{"a":1,"\u0061":2}`, `{"\"":1,"\u0022":2}`, `[{"x":1},{"x":1,"y":{"x":2,"x":3}}]`,
+		`{"":1,"":2}`, `"a"`, `[]`, `{}`, `{"a":[],"b":{},"a":null}`, many(40, "k7"), many(40, "new"),
+		many(15, "k3"), many(16, "k15"), `{"a\\":1,"a":2}`, `{"é":1,"\u00e9":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) || !utf8.Valid(raw) {
+			return
+		}
+		key, twice := keysTwice(raw)
+		err := checkKeys("f", raw)
+		if twice != (err != nil) {
+			t.Fatalf("checkKeys(%q) = %v, want a key twice: %v (%q)", raw, err, twice, key)
+		}
+		if twice && !strings.Contains(err.Error(), strconv.Quote(key)) {
+			t.Fatalf("checkKeys(%q) = %v, want it to name %q", raw, err, key)
+		}
+	})
 }

@@ -109,6 +109,9 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	if p.Timeout > 0 && p.Timeout < time.Millisecond {
 		return Invalid("timeout", "%s is below the 1ms resolution", p.Timeout)
 	}
+	if p.Timeout%time.Millisecond != 0 {
+		return Invalid("timeout", "%s is not a whole number of milliseconds (the resolution)", p.Timeout)
+	}
 	if p.Timeout > MaxTimeout {
 		return Invalid("timeout", "%s, at most a year (%s)", p.Timeout, MaxTimeout)
 	}

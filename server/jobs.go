@@ -64,12 +64,21 @@ func (q *enqueueRequest) toParams() (drover.EnqueueParams, error) {
 		if t < 0.001 || math.IsNaN(t) || t > driver.MaxTimeout.Seconds() {
 			return drover.EnqueueParams{}, driver.Invalid("timeout_seconds", "%v, must be 0.001 (a millisecond, the resolution) to a year", t)
 		}
-		o.Timeout = time.Duration(t * float64(time.Second))
+		// A millisecond is the resolution: 0.0015 is refused rather than cut to
+		// 1 ms, and 0.3 (0.29999… in binary) is 300 ms.
+		ms := math.Round(t * 1000)
+		if math.Abs(t*1000-ms) > 1e-6*max(1, ms) {
+			return drover.EnqueueParams{}, driver.Invalid("timeout_seconds", "%v is not a whole number of milliseconds (the resolution)", t)
+		}
+		o.Timeout = time.Duration(ms) * time.Millisecond
 	}
 	if q.RunAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *q.RunAt)
 		if err != nil {
 			return drover.EnqueueParams{}, driver.Invalid("run_at", "%q is not an RFC 3339 time (e.g. 2030-01-01T09:00:00Z)", *q.RunAt)
+		}
+		if t.IsZero() { // the library's "not set": refused as the years around it are
+			return drover.EnqueueParams{}, driver.Invalid("run_at", "%s is out of range", t.Format(time.RFC3339))
 		}
 		o.RunAt = t
 	}

@@ -50,6 +50,12 @@ func newJobsEnqueueCmd(g *globals) *cobra.Command {
 			if f.Changed("timeout") && timeout <= 0 {
 				return driver.Invalid("timeout", "%s, must be positive (e.g. 30s)", timeout)
 			}
+			if f.Changed("args") && strings.TrimSpace(args) == "" {
+				return driver.Invalid("args", "is empty, must be a JSON object (leave --args out for {})")
+			}
+			if f.Changed("metadata") && strings.TrimSpace(metadata) == "" {
+				return driver.Invalid("metadata", "is empty, must be a JSON object (leave --metadata out for none)")
+			}
 			if f.Changed("idempotency-key") && key == "" {
 				return driver.Invalid("idempotency_key", "must not be empty")
 			}
@@ -57,6 +63,9 @@ func newJobsEnqueueCmd(g *globals) *cobra.Command {
 				t, err := time.Parse(time.RFC3339Nano, runAt)
 				if err != nil {
 					return driver.Invalid("run_at", "%q is not an RFC 3339 time (e.g. 2030-01-01T09:00:00Z)", runAt)
+				}
+				if t.IsZero() { // the library's "not set": refused as the years around it are
+					return driver.Invalid("run_at", "%s is out of range", t.Format(time.RFC3339))
 				}
 				opts.RunAt = t
 			}
