@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -466,7 +467,8 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		}
 		if len(req.Output) > s.cfg.MaxPayloadBytes {
 			// As args and metadata are bounded: a result is kept with its job.
-			return driver.Invalid("output", "%d bytes, at most %d", len(req.Output), s.cfg.MaxPayloadBytes)
+			return &driver.ValidationError{Field: "output", TooLarge: true,
+				Reason: fmt.Sprintf("%d bytes, at most %d", len(req.Output), s.cfg.MaxPayloadBytes)}
 		}
 		output := req.Output
 		if len(output) == 0 {

@@ -89,6 +89,12 @@ func testErrors(t *testing.T, s *server) {
 	q := "bb-errors"
 	j := c.enqueue(map[string]any{"kind": "bb.done", "queue": q}, 201)
 	tk := c.claimOne(q)
+	// An output over the payload limit in a body under the body's: 413 as
+	// args are, and the job is still running.
+	running := c.get(j.ID)
+	c.wantError(413, "payload_too_large", "POST", "/internal/task-complete",
+		with(fence(tk), "status", "succeeded", "output", map[string]string{"a": strings.Repeat("x", 1<<20+10)}))
+	same(t, "a completion with an output over the limit", running, c.get(j.ID))
 	c.want(200, "POST", "/internal/task-complete", with(fence(tk), "status", "succeeded"), nil)
 	before := c.get(j.ID)
 	c.wantError(422, "invalid_transition", "POST", fmt.Sprintf("/jobs/%d/cancel", j.ID), nil)
