@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -125,9 +126,21 @@ func readBody(r *http.Request) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, err
 		}
-		return nil, badRequest("reading the request body: %v", err)
+		return nil, badRequest("reading the request body: %s", bodyReadError(err))
 	}
 	return body, nil
+}
+
+// bodyReadError says why a body could not be read without the connection's
+// addresses, which a *net.OpError prints.
+func bodyReadError(err error) string {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return "it did not arrive in full within the server's read timeout"
+	}
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
 }
 
 // decodeOptional is decode for an endpoint whose body is optional: an empty
