@@ -343,7 +343,7 @@ func HeartbeatReplay(j *Job, f FenceParams) (HeartbeatResult, error) {
 	case j.Status.Leased() && j.Attempt == f.Attempt && sameToken(j.LeaseToken, f.LeaseToken) && j.LeaseExpiresAt != nil:
 		return HeartbeatResult{LeaseExpiresAt: *j.LeaseExpiresAt}, nil
 	}
-	return HeartbeatResult{}, fmt.Errorf("heartbeat job %d (now %s, attempt %d): %w", j.ID, j.Status, j.Attempt, ErrLeaseLost)
+	return HeartbeatResult{}, Refused("heartbeat", j.ID, j.Status, j.Attempt, ErrLeaseLost)
 }
 
 // CompleteParams completes a running job.

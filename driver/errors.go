@@ -97,3 +97,13 @@ func CheckRepeat(requestID string, jobID int64, logged string, usedBy int, ops [
 	return Invalid("request_id", "%q was used by another call on job %d (its %s event); a %s needs a request_id of its own",
 		requestID, jobID, logged, ops[0])
 }
+
+// Refused is how every driver words a call the job's state refused (err is
+// ErrLeaseLost or ErrInvalidTransition): the operation, the job, and the
+// status and attempt the job has now, which tell the caller why.
+func Refused(op string, id int64, now lifecycle.Status, attempt int, err error) error {
+	return fmt.Errorf("%s job %d (now %s, attempt %d): %w", op, id, now, attempt, err)
+}
+
+// DLQOnlyFailed is the hint a DLQ requeue of a job that is not failed carries.
+const DLQOnlyFailed = "only failed jobs are in the DLQ"

@@ -172,8 +172,9 @@ func TestClaimReplayOnly(t *testing.T) {
 	}
 }
 
-// A succeeded report's output is bounded as args are (1 MiB by default): a
-// result is kept with its job, and the server took 2 MB (helper-47).
+// A succeeded report's output is bounded as args are (1 MiB by default), and
+// refused with the same 413: a result is kept with its job, and the server
+// took 2 MB (helper-47).
 func TestOutputIsBounded(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -182,8 +183,8 @@ func TestOutputIsBounded(t *testing.T) {
 			big := fmt.Sprintf(`"%s"`, strings.Repeat("x", 1<<20))
 			code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
 				`{"task_id":%d,"attempt":1,"lease_token":%q,"status":"succeeded","output":%s}`, task.TaskID, task.LeaseToken, big)))
-			if code != http.StatusBadRequest || !strings.Contains(string(b), "output") {
-				t.Errorf("report with a %d-byte output: %d %.200s; want 400 naming output", len(big), code, b)
+			if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "output") || !strings.Contains(string(b), CodePayloadTooLarge) {
+				t.Errorf("report with a %d-byte output: %d %.200s; want 413 %s naming output", len(big), code, b, CodePayloadTooLarge)
 			}
 		})
 	}

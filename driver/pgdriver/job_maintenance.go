@@ -95,7 +95,7 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 			return err
 		}
 		if !failed { // diagnose tells a missing job from one in another status
-			_, err := d.diagnose(ctx, tx, "requeue from the DLQ", p.ID, "", 0, driver.ErrInvalidTransition)
+			_, err := d.diagnose(ctx, tx, "DLQ requeue", p.ID, "", 0, driver.ErrInvalidTransition)
 			if errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrInvalidTransition) {
 				refused = err
 			}
@@ -119,10 +119,12 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 		return err
 	})
 	switch {
+	case refused != nil && errors.Is(refused, driver.ErrInvalidTransition):
+		return nil, fmt.Errorf("%w (%s)", refused, driver.DLQOnlyFailed)
 	case refused != nil:
-		return nil, fmt.Errorf("%w (only failed jobs are in the DLQ)", refused)
+		return nil, refused
 	case err != nil:
-		return nil, fmt.Errorf("requeue job %d from the DLQ: %w", p.ID, err)
+		return nil, fmt.Errorf("DLQ requeue job %d: %w", p.ID, err)
 	}
 	if !j.Replayed {
 		_ = d.WakeupPublish(ctx, []string{j.Queue})

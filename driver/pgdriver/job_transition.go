@@ -775,7 +775,7 @@ func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requ
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 	}
-	return nil, fmt.Errorf("%s job %d (now %s, attempt %d): %w", op, id, status, attempt, otherwise)
+	return nil, driver.Refused(op, id, status, attempt, otherwise)
 }
 
 // jobStatus reads a job's status and attempt; ErrNotFound if there is no job.

@@ -72,7 +72,12 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err)
 	}
 	if after == nil {
-		return nil, fmt.Errorf("%s job %d (attempt %d): %w", f.verb, p.ID, p.Attempt, driver.ErrLeaseLost)
+		// The guard missed, so the row is as it was: say what it holds.
+		cur, err := mustGetJob(ctx, tx, f.verb, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		return nil, driver.Refused(f.verb, p.ID, cur.Status, cur.Attempt, driver.ErrLeaseLost)
 	}
 	if err := kept.writeOut(ctx, tx, p.ID); err != nil {
 		return nil, err
@@ -171,7 +176,7 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 			res.CancelRequested = true
 			return nil
 		case after == nil:
-			return fmt.Errorf("heartbeat job %d (attempt %d): %w", p.ID, p.Attempt, driver.ErrLeaseLost)
+			return driver.Refused("heartbeat", p.ID, before.Status, before.Attempt, driver.ErrLeaseLost)
 		}
 		if p.RequestID != "" {
 			if err := appendEvent(ctx, tx, lifecycle.OpHeartbeat, before.Status, after, now, leaseActor(before.Owner), p.RequestID); err != nil {

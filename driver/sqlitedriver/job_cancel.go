@@ -33,7 +33,7 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 			return nil
 		}
 		if before.Status.Terminal() {
-			return fmt.Errorf("cancel job %d: job is %s: %w", p.ID, before.Status, driver.ErrInvalidTransition)
+			return driver.Refused("cancel", p.ID, before.Status, before.Attempt, driver.ErrInvalidTransition)
 		}
 		kept, err := readKeptClaim(ctx, tx, p.ID, before.Status)
 		if err != nil {

@@ -50,16 +50,16 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 	}
 	var res driver.InsertResult
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		old, err := mustGetJob(ctx, tx, "requeue", p.ID)
+		old, err := mustGetJob(ctx, tx, "DLQ requeue", p.ID)
 		if err != nil {
 			return err
 		}
 		if old.Status != lifecycle.StatusFailed {
-			return fmt.Errorf("requeue job %d from the dead-letter queue: job is %s, not failed: %w", p.ID, old.Status, driver.ErrInvalidTransition)
+			return fmt.Errorf("%w (%s)", driver.Refused("DLQ requeue", p.ID, old.Status, old.Attempt, driver.ErrInvalidTransition), driver.DLQOnlyFailed)
 		}
 		prev, err := queryJob(ctx, tx, queries.Get("JobDLQRetry"), sql.Named("id", p.ID))
 		if err != nil {
-			return fmt.Errorf("requeue job %d from the dead-letter queue: look up an earlier requeue: %w", p.ID, err)
+			return fmt.Errorf("DLQ requeue job %d: look up an earlier requeue: %w", p.ID, err)
 		}
 		if prev != nil {
 			prev.Replayed = true
@@ -82,7 +82,7 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 			res = rs[0]
 		}
 		if err != nil {
-			return fmt.Errorf("requeue job %d from the dead-letter queue: %w", p.ID, err)
+			return fmt.Errorf("DLQ requeue job %d: %w", p.ID, err)
 		}
 		return nil
 	})
