@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -461,10 +462,21 @@ func (h *harness) namingField(what, field string, err error) error {
 	return err
 }
 
+// rejected asserts that call fails with target and changes nothing of job id.
+// A call the job's state refused (ErrLeaseLost, ErrInvalidTransition) says so
+// in one wording on every driver (driver.Refused): the job's status and
+// attempt as they are.
 func (h *harness) rejected(id int64, target error, what string, call func() error) {
 	h.t.Helper()
 	before := h.snap(id)
-	h.wantErr(call(), target, what)
+	err := call()
+	h.wantErr(err, target, what)
+	if err != nil && (target == driver.ErrLeaseLost || target == driver.ErrInvalidTransition) {
+		want := fmt.Sprintf("job %d (now %s, attempt %d): %s", id, before.job.Status, before.job.Attempt, target)
+		if !strings.Contains(err.Error(), want) {
+			h.t.Errorf("%s: error %q, want it to say %q", what, err, want)
+		}
+	}
 	h.wantUnchanged(before, what)
 }
 
