@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -73,7 +76,17 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (driver.Driver, 
 		return nil, driver.Invalid("database_url", "unsupported scheme %q; use postgres:// or a SQLite file path", scheme)
 	}
 	path := strings.TrimPrefix(url, "sqlite://")
-	return sqlitedriver.Open(path, sqlitedriver.Options{Logger: logger})
+	drv, err := sqlitedriver.Open(path, sqlitedriver.Options{Logger: logger})
+	if err != nil {
+		// SQLite says only "unable to open database file" of a missing directory.
+		file, _, _ := strings.Cut(strings.TrimPrefix(path, "file:"), "?")
+		if dir := filepath.Dir(file); file != "" {
+			if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+				return nil, driver.Invalid("database_url", "%q: the directory %q does not exist", path, dir)
+			}
+		}
+	}
+	return drv, err
 }
 
 // Driver returns the client's driver.
@@ -181,7 +194,7 @@ func (c *Client) prepare(params []EnqueueParams) ([]driver.InsertParams, error) 
 		ip, err := c.insertParams(p)
 		if err != nil {
 			if len(params) > 1 {
-				return nil, fmt.Errorf("job %d: %w", i, err)
+				return nil, fmt.Errorf("jobs[%d]: %w", i, err)
 			}
 			return nil, err
 		}

@@ -200,8 +200,8 @@ func TestEnqueueManyIsAllOrNothing(t *testing.T) {
 			{Kind: "ok"}, {Kind: "bad kind"}, {Kind: "ok"},
 		})
 		wantInvalid(t, err, "kind")
-		if err != nil && !strings.Contains(err.Error(), "job 1") {
-			t.Errorf("error %q does not say which job (job 1) was bad", err)
+		if err != nil && !strings.HasPrefix(err.Error(), "jobs[1]: ") {
+			t.Errorf("error %q does not say which item (jobs[1], from 0) was bad", err)
 		}
 		wantNoJobs(t, c)
 

@@ -22,7 +22,7 @@ type Limits struct {
 // MaxTimeout is the longest job timeout: a year, as the HTTP API takes it.
 const MaxTimeout = 366 * 24 * time.Hour
 
-// ValidateName checks a kind or queue name: 1–128 letters, digits or "._-:".
+// ValidateName checks a kind or queue name: 1–128 ASCII letters, digits or "._-:".
 func ValidateName(field, s string) error {
 	if s == "" {
 		return Invalid(field, "must not be empty")
@@ -34,7 +34,7 @@ func ValidateName(field, s string) error {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '.' || c == '_' || c == '-' || c == ':'
 		if !ok {
-			return Invalid(field, "%q has character %q at byte %d; use letters, digits and ._-:", s, c, i)
+			return Invalid(field, "%q has character %q at byte %d; use ASCII letters, digits and ._-:", s, c, i)
 		}
 	}
 	return nil

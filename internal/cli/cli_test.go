@@ -89,10 +89,14 @@ func TestEnqueueBadInput(t *testing.T) {
 
 func TestUnparsableDatabaseURL(t *testing.T) {
 	t.Parallel()
-	for _, url := range []string{"postgres://user:pa ss@[::1", "mysql://localhost/db", ""} {
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "d.db")
+	for _, url := range []string{"postgres://user:pa ss@[::1", "mysql://localhost/db", "", missing, "sqlite://" + missing} {
 		code, _, stderr := run(t, "--database-url", url, "jobs", "list")
 		if code != 2 || !strings.Contains(stderr, "database_url") {
 			t.Errorf("url %q: exit %d, stderr %q; want exit 2 naming database_url", url, code, stderr)
+		}
+		if strings.HasSuffix(url, missing) && !strings.Contains(stderr, "no-such-dir\" does not exist") {
+			t.Errorf("url %q: stderr %q; want the missing directory named", url, stderr)
 		}
 		if strings.Contains(stderr, "pa ss") {
 			t.Errorf("url %q: stderr echoes the password: %q", url, stderr)
@@ -252,7 +256,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"--bogus"}, "unknown flag: --bogus"},
 		{[]string{"jobs", "enqueue", "echo", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"jobs", "enqueue", "echo", "--priority", "abc"}, `"--priority"`},
-		{[]string{"frob"}, `unknown command "frob"`},
+		{[]string{"frob"}, `unknown command "frob" for "drover" (see drover --help)`},
 		{[]string{"jobs", "frob"}, `unknown command "frob" for "drover jobs"`},
 		{[]string{"dlq", "frob"}, `unknown command "frob" for "drover dlq"`},
 		{[]string{"migrate", "sideways"}, `unknown command "sideways" for "drover migrate"`},

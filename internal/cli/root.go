@@ -43,8 +43,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
+		if strings.HasPrefix(err.Error(), "unknown command ") { // cobra's, of the root
+			fmt.Fprintf(stderr, "error: %v (see drover --help)\n", err)
+			return 2
+		}
 		fmt.Fprintln(stderr, "error:", err)
-		if isUserError(err) || strings.HasPrefix(err.Error(), "unknown command ") {
+		if isUserError(err) {
 			return 2
 		}
 		return 1
@@ -144,9 +148,12 @@ func (g *globals) open(ctx context.Context, migrate bool) (*drover.Client, drive
 	} else if err := st.CheckNotAhead(); err != nil {
 		_ = drv.Close()
 		return nil, nil, err
-	} else if want := st.Latest(); st.Current < want || st.Dirty {
+	} else if want := st.Latest(); st.Dirty {
 		_ = drv.Close()
-		return nil, nil, fmt.Errorf("database schema is at version %d (dirty=%t), this drover needs %d: run `drover migrate up`", st.Current, st.Dirty, want)
+		return nil, nil, fmt.Errorf("database schema is at version %d, marked dirty: a migration to it failed part way; this drover needs %d: see `drover migrate status`", st.Current, want)
+	} else if st.Current < want {
+		_ = drv.Close()
+		return nil, nil, fmt.Errorf("database schema is at version %d, this drover needs %d: run `drover migrate up`", st.Current, want)
 	}
 	c, err := drover.NewClient(drv, &drover.Config{Logger: g.logger()})
 	if err != nil {
