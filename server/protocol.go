@@ -147,7 +147,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		// (A job's queue never changes, so this read cannot go stale.)
 		j, err := s.drv.JobGet(ctx, p.ID)
 		if errors.Is(err, driver.ErrNotFound) || (err == nil && !slices.Contains(req.Queues, j.Queue)) {
-			writeJSON(w, http.StatusOK, map[string]any{"tasks": []Task{}})
+			writeJSON(w, http.StatusOK, claimAnswer{Tasks: []Task{}})
 			return nil
 		}
 		if err != nil {
@@ -165,7 +165,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 	// down and ended the long poll) answers no tasks, in the answer's shape:
 	// a worker still there must not get a 200 without a body.
 	noTasks := func() error {
-		writeJSON(w, http.StatusOK, map[string]any{"tasks": []Task{}})
+		writeJSON(w, http.StatusOK, claimAnswer{Tasks: []Task{}})
 		return nil
 	}
 	for first := true; ; first = false {

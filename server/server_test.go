@@ -152,8 +152,9 @@ func TestClaimCutShortAnswersNoTasks(t *testing.T) {
 		strings.NewReader(`{"worker_id":"w","queues":["default"],"wait_seconds":5}`))
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"tasks":[]}` {
-		t.Errorf("claim with its context ended: %d %q, want 200 {\"tasks\":[]}", rec.Code, rec.Body.String())
+	const want = `{"tasks":[],"claimed_after_seconds":0,"replayed":false}`
+	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != want {
+		t.Errorf("claim with its context ended: %d %q, want 200 %s", rec.Code, rec.Body.String(), want)
 	}
 }
 

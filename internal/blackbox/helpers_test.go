@@ -81,11 +81,22 @@ func (c *client) get(id int64) job {
 	return j
 }
 
+// claim claims and answers the tasks; every answer, with tasks or without,
+// has the same three fields.
 func (c *client) claim(body any) []task {
 	c.t.Helper()
-	var res struct{ Tasks []task }
+	var res map[string]json.RawMessage
 	c.want(200, "POST", "/internal/task-claim", body, &res)
-	return res.Tasks
+	for _, k := range []string{"tasks", "claimed_after_seconds", "replayed"} {
+		if _, ok := res[k]; !ok {
+			c.t.Errorf("task-claim %v answered without %q: %v", body, k, res)
+		}
+	}
+	var ts []task
+	if err := json.Unmarshal(res["tasks"], &ts); err != nil {
+		c.t.Fatalf("task-claim %v: tasks: %v", body, err)
+	}
+	return ts
 }
 
 // claimOne claims the one ready job of queue.
