@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
 )
 
 // metrics holds the server's Prometheus collectors in a registry of its own, so
@@ -50,6 +52,14 @@ func newMetrics(drv driver.Driver) *metrics {
 		Name: "drover_http_request_duration_seconds", Help: "HTTP request latency, by route.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route"})
+	// The default queue's series exist from the start, at 0, so that a fresh
+	// server's /metrics has every family a dashboard or an alert names (a
+	// counter vector shows none until its first labels), and a rate over the
+	// first claims starts from 0 rather than from the first sample.
+	m.claims.WithLabelValues(drover.DefaultQueue)
+	for _, o := range outcomes {
+		m.completions.WithLabelValues(drover.DefaultQueue, o)
+	}
 	m.reg.MustRegister(m.claims, m.completions, m.leaseLosses, m.handler, m.requests, m.latency,
 		&jobsCollector{drv: drv}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// A collector that fails (the job counts, while the database is down)
@@ -58,6 +68,9 @@ func newMetrics(drv driver.Driver) *metrics {
 	m.handlerHTTP = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
 }
+
+// outcomes are drover_completions_total's outcome labels.
+var outcomes = []string{"succeeded", "retried", "failed", "snoozed"}
 
 func (m *metrics) request(route string, code int, took time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
@@ -123,9 +136,15 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
 		return
 	}
+	// Every status of every queue, 0 included, and the default queue even
+	// before its first job: a series that vanishes at 0 reads as "no data",
+	// not as none waiting, and an alert on it never fires.
+	if !slices.ContainsFunc(qs, func(q driver.QueueInfo) bool { return q.Name == drover.DefaultQueue }) {
+		qs = append(qs, driver.QueueInfo{Name: drover.DefaultQueue})
+	}
 	for _, q := range qs {
-		for st, n := range q.Counts {
-			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), q.Name, string(st))
+		for _, st := range lifecycle.Statuses {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(q.Counts[st]), q.Name, string(st))
 		}
 	}
 }
