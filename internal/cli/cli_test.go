@@ -314,3 +314,24 @@ func TestHintURLHidesThePassword(t *testing.T) {
 		}
 	}
 }
+
+// A table that fills its page says, on stderr, how to see the next one (there
+// may be none: a page of exactly the jobs left is full too); one that does not
+// fill it, and -o json, say nothing more.
+func TestListSaysWhenThereIsMore(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "d.db")
+	for range 3 {
+		if code, _, stderr := run(t, "--database-url", db, "jobs", "enqueue", "echo"); code != 0 {
+			t.Fatalf("enqueue: exit %d: %s", code, stderr)
+		}
+	}
+	if _, _, stderr := run(t, "--database-url", db, "jobs", "list", "--limit", "2"); !strings.Contains(stderr, "--after 2") {
+		t.Errorf("jobs list --limit 2 of 3 jobs: stderr %q, want the next page's --after 2", stderr)
+	}
+	for _, args := range [][]string{{"jobs", "list", "--limit", "4"}, {"-o", "json", "jobs", "list", "--limit", "2"}} {
+		if _, _, stderr := run(t, append([]string{"--database-url", db}, args...)...); strings.Contains(stderr, "--after") {
+			t.Errorf("drover %s: stderr %q, want no hint", strings.Join(args, " "), stderr)
+		}
+	}
+}

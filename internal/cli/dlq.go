@@ -68,6 +68,7 @@ func newDLQCmd(g *globals) *cobra.Command {
 						ts(j.FinishedAt), truncate(j.Error, 60)}
 				}
 				table(g.stdout, "ID\tKIND\tQUEUE\tATTEMPTS\tFAILED_AT\tERROR", rows)
+				g.morePages(jobs, limit)
 				return nil
 			})
 		},

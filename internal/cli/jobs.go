@@ -142,7 +142,11 @@ func newJobsListCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return g.printJobs(jobs)
+				if err := g.printJobs(jobs); err != nil {
+					return err
+				}
+				g.morePages(jobs, limit)
+				return nil
 			})
 		},
 	}

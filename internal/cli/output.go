@@ -35,6 +35,16 @@ func jobRow(j *drover.Job) []string {
 		ts(&j.RunAt), ts(&j.CreatedAt)}
 }
 
+// morePages tells a person reading a table that filled its page (limit jobs)
+// how to see the next one, on stderr so that the table's lines stay the
+// jobs'; -o json, read by programs that page with --after, gets no hint.
+func (g *globals) morePages(jobs []*drover.Job, limit int) {
+	if g.output == "json" || len(jobs) == 0 || len(jobs) < limit {
+		return
+	}
+	fmt.Fprintf(g.stderr, "(the first %d shown; there may be more: --after %d)\n", len(jobs), jobs[len(jobs)-1].ID)
+}
+
 func (g *globals) printJobs(jobs []*drover.Job) error {
 	if g.output == "json" {
 		if jobs == nil {
