@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -51,13 +52,18 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			// Status only looks: it does not create the SQLite file that opening
-			// a missing path would.
-			if path, ok := sqlitePath(g.databaseURL); ok {
-				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-					return fmt.Errorf("no SQLite database at %s (`drover migrate up`, or any other command, creates it)", path)
+			// a missing path would. A missing file is a database at version 0,
+			// as an empty PostgreSQL database is: the versions it lacks are
+			// read off an empty database in memory.
+			url, noFile := g.databaseURL, ""
+			if path, ok := sqlitePath(url); ok {
+				_, err := os.Stat(path)
+				_, derr := os.Stat(filepath.Dir(path)) // none: Open says so
+				if errors.Is(err, fs.ErrNotExist) && derr == nil {
+					url, noFile = ":memory:", path
 				}
 			}
-			drv, err := drover.Open(cmd.Context(), g.databaseURL, g.logger())
+			drv, err := drover.Open(cmd.Context(), url, g.logger())
 			if err != nil {
 				return err
 			}
@@ -78,6 +84,9 @@ func newMigrateCmd(g *globals) *cobra.Command {
 				state = "DIRTY: a migration failed half-way; fix and force the version"
 			case st.Current < latest:
 				state = fmt.Sprintf("%d pending: run `drover migrate up`", countAbove(st.Available, st.Current))
+			}
+			if noFile != "" {
+				state += " (there is no file yet: it, or any other command, creates it)"
 			}
 			fmt.Fprintf(g.stdout, "database:  %s\ncurrent:   %d\nlatest:    %d\nstate:     %s\n",
 				describeURL(g.databaseURL), st.Current, latest, state)
