@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -333,5 +334,29 @@ func TestListSaysWhenThereIsMore(t *testing.T) {
 		if _, _, stderr := run(t, append([]string{"--database-url", db}, args...)...); strings.Contains(stderr, "--after") {
 			t.Errorf("drover %s: stderr %q, want no hint", strings.Join(args, " "), stderr)
 		}
+	}
+}
+
+// An enqueue that finds its idempotency key answers the earlier job, and says
+// so on stderr with -o json, where stdout is the job alone; jobs show prints
+// the job's metadata.
+func TestEnqueueRepeatIsToldInJSON(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "d.db")
+	enq := []string{"--database-url", db, "-o", "json", "jobs", "enqueue", "echo", "--idempotency-key", "k", "--metadata", `{"team":"x"}`}
+	code, first, stderr := run(t, enq...)
+	if code != 0 || strings.Contains(stderr, "nothing enqueued") {
+		t.Fatalf("first enqueue: exit %d, stderr %q", code, stderr)
+	}
+	code, again, stderr := run(t, enq...)
+	if code != 0 || again != first || !strings.Contains(stderr, `exists already with idempotency key "k"; nothing enqueued`) {
+		t.Errorf("repeat: exit %d, stdout %q (first %q), stderr %q; want the same job and a note on stderr", code, again, first, stderr)
+	}
+	var j struct{ ID int64 }
+	if err := json.Unmarshal([]byte(first), &j); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := run(t, "--database-url", db, "jobs", "show", fmt.Sprint(j.ID)); !strings.Contains(out, `metadata:        {"team":"x"}`) {
+		t.Errorf("jobs show lacks the metadata:\n%s", out)
 	}
 }

@@ -84,10 +84,10 @@ func newDLQCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if j.Replayed && j.Status == lifecycle.StatusFailed {
-				return g.done(j, "failed job %d was requeued before, as job %d, which failed too; nothing new was enqueued (to run it again: drover dlq requeue %d)", id, j.ID, j.ID)
+				return g.nothingNew(j, "failed job %d was requeued before, as job %d, which failed too; nothing new was enqueued (to run it again: drover dlq requeue %d)", id, j.ID, j.ID)
 			}
 			if j.Replayed {
-				return g.done(j, "failed job %d was requeued before, as job %d (now %s); nothing new was enqueued", id, j.ID, j.Status)
+				return g.nothingNew(j, "failed job %d was requeued before, as job %d (now %s); nothing new was enqueued", id, j.ID, j.Status)
 			}
 			return g.done(j, "requeued failed job %d as job %d", id, j.ID)
 		})

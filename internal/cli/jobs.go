@@ -90,11 +90,13 @@ func newJobsEnqueueCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if g.output == "json" {
-					return g.json(res.Job)
-				}
 				if res.Existing {
+					if g.output == "json" {
+						return g.nothingNew(res.Job, "job %d exists already with idempotency key %q; nothing enqueued", res.Job.ID, key)
+					}
 					fmt.Fprintf(g.stdout, "job %d exists already with idempotency key %q; nothing enqueued\n", res.Job.ID, key)
+				} else if g.output == "json" {
+					return g.json(res.Job)
 				} else {
 					fmt.Fprintf(g.stdout, "enqueued job %d\n", res.Job.ID)
 				}

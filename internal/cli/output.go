@@ -90,6 +90,9 @@ func (g *globals) printJob(j *drover.Job, events []lifecycle.Event) error {
 	field("priority", fmt.Sprint(j.Priority))
 	field("run_at", ts(&j.RunAt))
 	field("args", string(j.Args))
+	if len(j.Metadata) > 0 {
+		field("metadata", string(j.Metadata))
+	}
 	if j.Result != nil {
 		field("result", string(j.Result))
 	}

@@ -190,6 +190,16 @@ func (g *globals) done(v any, format string, a ...any) error {
 	return nil
 }
 
+// nothingNew is done for a call that changed nothing (an idempotent repeat):
+// with -o json the message goes to stderr, so that a script reading the job
+// on stdout is still told that it is an earlier one.
+func (g *globals) nothingNew(v any, format string, a ...any) error {
+	if g.output == "json" {
+		fmt.Fprintf(g.stderr, format+"\n", a...)
+	}
+	return g.done(v, format, a...)
+}
+
 // describeURL shows where data lives without echoing a password.
 func describeURL(u string) string {
 	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
