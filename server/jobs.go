@@ -210,15 +210,15 @@ func listParams(r *http.Request, statuses bool) (driver.ListParams, error) {
 		}
 	}
 	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
+		n, ok := positive(v)
+		if !ok || n > 1000 {
 			return p, driver.Invalid("limit", "%q, must be a whole number from 1 to 1000", v)
 		}
-		p.Limit = n
+		p.Limit = int(n)
 	}
 	if v := q.Get("cursor"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
+		n, ok := positive(v)
+		if !ok {
 			return p, driver.Invalid("cursor", "%q is not a cursor from next_cursor", v)
 		}
 		p.AfterID = n
@@ -254,11 +254,21 @@ func queryParams(r *http.Request, repeatable []string, once ...string) (url.Valu
 
 func pathID(r *http.Request) (int64, error) {
 	v := r.PathValue("id")
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || id < 1 {
+	id, ok := positive(v)
+	if !ok {
 		return 0, driver.Invalid("id", "%q is not a job id (a positive integer)", v)
 	}
 	return id, nil
+}
+
+// positive parses a positive decimal integer of digits alone: strconv also
+// takes a sign ("+5"), which no id, cursor or limit is written with.
+func positive(v string) (int64, bool) {
+	if v == "" || strings.Trim(v, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n >= 1
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {

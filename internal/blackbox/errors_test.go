@@ -59,6 +59,9 @@ func testErrors(t *testing.T, s *server) {
 			t.Errorf("%s %s %v: message %q does not name %q", f.method, f.path, f.body, msg, f.field)
 		}
 	}
+	for _, p := range []string{"/jobs/+1", "/jobs/%2B1/events", "/jobs?cursor=%2B1", "/jobs?limit=%2B5", "/dlq?cursor=%2B1"} {
+		c.wantError(400, "invalid_argument", "GET", p, nil)
+	}
 	for _, p := range []string{"/jobs/999999999", "/jobs/999999999/events"} {
 		c.wantError(404, "not_found", "GET", p, nil)
 	}
