@@ -225,12 +225,16 @@ func (c *Client) Events(ctx context.Context, id int64) ([]lifecycle.Event, error
 }
 
 // Cancel cancels a job that has not finished. A running handler sees its context
-// canceled at its next heartbeat. A finished job gives ErrInvalidTransition.
+// canceled at its worker's next heartbeat (WorkerConfig.HeartbeatInterval, by
+// default a third of the lease: up to 10 s), and the job stays canceled
+// whatever the handler then returns. A finished job gives ErrInvalidTransition.
 func (c *Client) Cancel(ctx context.Context, id int64) (*Job, error) {
 	return c.drv.JobCancel(ctx, driver.CancelParams{ID: id, Actor: "operator"})
 }
 
-// DLQList lists failed jobs (the dead-letter queue) with their error history.
+// DLQList lists failed jobs (the dead-letter queue) with their error history,
+// newest first: at most limit (0: 100), older than afterID (0: from the newest;
+// the last ID of a page gives the next).
 func (c *Client) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*Job, error) {
 	return c.drv.JobList(ctx, driver.ListParams{
 		Statuses: []lifecycle.Status{lifecycle.StatusFailed}, Queue: queue, AfterID: afterID, Limit: limit,
@@ -252,7 +256,9 @@ func (c *Client) DLQPurge(ctx context.Context, queue string) (int, error) {
 // Queues lists queues with their job counts per status.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) { return c.drv.QueueList(ctx) }
 
-// PauseQueue stops workers from claiming jobs of the queue.
+// PauseQueue stops workers from claiming jobs of the queue. A queue needs no
+// jobs to be paused (so one can be paused before its first job), so a name
+// that matches none is not an error: check it against Queues.
 func (c *Client) PauseQueue(ctx context.Context, name string) error {
 	return c.drv.QueuePause(ctx, name)
 }

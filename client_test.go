@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -351,6 +352,10 @@ func TestEnqueueTxWrongType(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("EnqueueTx with a %T: error %q does not name the expected %s", tx, err, want)
+			}
+			// The type is named, never the value (a *sql.DB printed its pool).
+			if got := fmt.Sprintf("got %T", tx); !strings.HasSuffix(err.Error(), got) {
+				t.Errorf("EnqueueTx with a %T: error %q does not end %q", tx, err, got)
 			}
 			wantInvalid(t, err, "tx")
 		}

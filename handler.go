@@ -2,8 +2,10 @@ package drover
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -41,11 +43,26 @@ func WithTimeout(d time.Duration) KindOption { return func(h *kindHandler) { h.t
 // NewWorkers returns an empty registry.
 func NewWorkers() *Workers { return &Workers{kinds: map[string]*kindHandler{}} }
 
-// Register adds the handler of kind. It panics on an invalid or duplicate kind,
-// which is a programming error found at start-up.
+// Register adds the handler of kind. It panics on what is a programming error
+// found at start-up: a nil registry or handler, an invalid or duplicate kind,
+// or a T that cannot hold a JSON object (a job's args always are one: use a
+// struct, a map, json.RawMessage or a type with its own UnmarshalJSON).
+//
+// A job whose args do not decode into T (a field of the wrong type) fails
+// permanently, straight to the DLQ with the decoding error: every retry would
+// fail the same way.
 func Register[T any](w *Workers, kind string, fn HandlerFunc[T], opts ...KindOption) {
+	if w == nil {
+		panic("drover.Register: nil *Workers (make one with drover.NewWorkers)")
+	}
+	if fn == nil {
+		panic(fmt.Sprintf("drover.Register: nil handler for kind %q", kind))
+	}
 	if err := driver.ValidateName("kind", kind); err != nil {
 		panic(fmt.Sprintf("drover.Register: %v", err))
+	}
+	if t := reflect.TypeFor[T](); !holdsObject(t) {
+		panic(fmt.Sprintf("drover.Register: kind %q: args type %v cannot hold a JSON object, which a job's args always are: use a struct or a map", kind, t))
 	}
 	h := &kindHandler{run: func(ctx context.Context, job *Job) (any, error) {
 		var args T
@@ -63,6 +80,33 @@ func Register[T any](w *Workers, kind string, fn HandlerFunc[T], opts ...KindOpt
 		panic(fmt.Sprintf("drover.Register: kind %q registered twice", kind))
 	}
 	w.kinds[kind] = h
+}
+
+// holdsObject reports whether json.Unmarshal can decode a JSON object into a
+// value of type t.
+func holdsObject(t reflect.Type) bool {
+	unmarshaler := reflect.TypeFor[json.Unmarshaler]()
+	for {
+		if t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) {
+			return true
+		}
+		if t.Kind() != reflect.Pointer {
+			break
+		}
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Interface:
+		return t.NumMethod() == 0
+	case reflect.Map:
+		k := t.Key()
+		return k.Kind() == reflect.String || k.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) ||
+			reflect.PointerTo(k).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) ||
+			(k.Kind() >= reflect.Int && k.Kind() <= reflect.Uintptr)
+	}
+	return false
 }
 
 func (w *Workers) get(kind string) *kindHandler {

@@ -199,6 +199,9 @@ func (w *Worker) Stats() *WorkerStats { return &w.stats }
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.stopped {
+		return errors.New("drover: worker stopped; a Worker runs once (make another with NewWorker)")
+	}
 	if w.started {
 		return errors.New("drover: worker already started")
 	}

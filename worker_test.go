@@ -2,6 +2,7 @@ package drover_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -761,6 +762,51 @@ func TestWorkerRegisterPanicsOnBadKind(t *testing.T) {
 	}
 }
 
+// Register refuses at start-up what could never run: a nil registry or
+// handler, and args types no JSON object decodes into; the types one does
+// are accepted.
+func TestRegisterRefusesWhatCannotRun(t *testing.T) {
+	panics := func(what, want string, register func()) {
+		t.Helper()
+		defer func() {
+			t.Helper()
+			r := recover()
+			if msg, _ := r.(string); r == nil || !strings.Contains(msg, want) {
+				t.Errorf("%s: panic %v, want one saying %q", what, r, want)
+			}
+		}()
+		register()
+	}
+	ws := drover.NewWorkers()
+	panics("a nil registry", "nil *Workers", func() {
+		drover.Register(nil, "k", func(context.Context, *drover.Job, struct{}) (any, error) { return nil, nil })
+	})
+	panics("a nil handler", "nil handler", func() { drover.Register[struct{}](ws, "k", nil) })
+	panics("int args", "args type int cannot hold a JSON object", func() {
+		drover.Register(ws, "k", func(context.Context, *drover.Job, int) (any, error) { return nil, nil })
+	})
+	panics("[]string args", "args type []string", func() {
+		drover.Register(ws, "k", func(context.Context, *drover.Job, []string) (any, error) { return nil, nil })
+	})
+	panics("*string args", "args type *string", func() {
+		drover.Register(ws, "k", func(context.Context, *drover.Job, *string) (any, error) { return nil, nil })
+	})
+	panics("fmt.Stringer args", "args type fmt.Stringer", func() {
+		drover.Register(ws, "k", func(context.Context, *drover.Job, fmt.Stringer) (any, error) { return nil, nil })
+	})
+	type email struct{ To string }
+	drover.Register(ws, "struct", func(context.Context, *drover.Job, email) (any, error) { return nil, nil })
+	drover.Register(ws, "pointer", func(context.Context, *drover.Job, *email) (any, error) { return nil, nil })
+	drover.Register(ws, "map", func(context.Context, *drover.Job, map[string]any) (any, error) { return nil, nil })
+	drover.Register(ws, "int-keys", func(context.Context, *drover.Job, map[int]string) (any, error) { return nil, nil })
+	drover.Register(ws, "any", func(context.Context, *drover.Job, any) (any, error) { return nil, nil })
+	drover.Register(ws, "raw", func(context.Context, *drover.Job, json.RawMessage) (any, error) { return nil, nil })
+	drover.Register(ws, "time", func(context.Context, *drover.Job, time.Time) (any, error) { return nil, nil }) // a struct
+	if got := ws.Kinds(); len(got) != 7 {
+		t.Errorf("Kinds() = %v, want the 7 accepted", got)
+	}
+}
+
 func TestWorkerKindAndDefaultTimeouts(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
@@ -951,4 +997,29 @@ func TestWorkerRun(t *testing.T) {
 			t.Error("Start after Run ended: no error, want one (a worker starts once)")
 		}
 	})
+}
+
+// A Worker runs once: a second Start is refused, after Stop with an error
+// that says so (it said "already started" of a stopped worker).
+func TestWorkerStartsOnce(t *testing.T) {
+	c := newClient(t, "sqlite", nil)
+	ws := drover.NewWorkers()
+	drover.Register(ws, "k", func(context.Context, *drover.Job, struct{}) (any, error) { return nil, nil })
+	w, err := drover.NewWorker(c, fastWorkerConfig(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err == nil || !strings.Contains(err.Error(), "already started") {
+		t.Errorf("a second Start: %v, want already started", err)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err == nil || !strings.Contains(err.Error(), "a Worker runs once") {
+		t.Errorf("Start after Stop: %v, want it to say a Worker runs once", err)
+	}
 }

@@ -251,13 +251,13 @@ type InsertResult struct {
 	Existing bool // the idempotency key was seen: Job is the earlier job
 }
 
-// ListParams filters JobList. Empty fields do not filter.
+// ListParams filters JobList. Empty filters do not filter; Limit is a page.
 type ListParams struct {
 	Statuses  []lifecycle.Status
 	Queue     string
 	Kind      string
 	AfterID   int64 // cursor: ids after this one in the listing order
-	Limit     int
+	Limit     int   // most jobs answered; 0: 100. Page on with AfterID = the last one's ID
 	Ascending bool
 }
 

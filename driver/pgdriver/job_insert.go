@@ -24,7 +24,7 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	ptx, ok := tx.(pgx.Tx)
 	if !ok || driver.IsNilPointer(tx) {
-		return nil, driver.Invalid("tx", "the PostgreSQL driver needs a pgx.Tx, got %T(%v)", tx, tx)
+		return nil, driver.Invalid("tx", "the PostgreSQL driver needs a pgx.Tx, got %T", tx)
 	}
 	if len(params) == 0 {
 		return nil, nil

@@ -36,7 +36,7 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	sqlTx, ok := tx.(*sql.Tx)
 	if !ok || sqlTx == nil {
-		return nil, driver.Invalid("tx", "the SQLite driver needs a *sql.Tx begun on its DB(), got %T(%v)", tx, tx)
+		return nil, driver.Invalid("tx", "the SQLite driver needs a *sql.Tx begun on its DB(), got %T", tx)
 	}
 	now := time.Now().UTC()
 	// insertMany runs several statements, and a failed one does not end a
