@@ -258,6 +258,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"jobs", "enqueue", "echo", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"jobs", "enqueue", "echo", "--priority", "abc"}, `"--priority"`},
 		{[]string{"frob"}, `unknown command "frob" for "drover" (see drover --help)`},
+		{[]string{"job"}, "unknown command \"job\" for \"drover\" (see drover --help)\nDid you mean this?"},
 		{[]string{"jobs", "frob"}, `unknown command "frob" for "drover jobs"`},
 		{[]string{"dlq", "frob"}, `unknown command "frob" for "drover dlq"`},
 		{[]string{"migrate", "sideways"}, `unknown command "sideways" for "drover migrate"`},

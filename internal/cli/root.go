@@ -44,7 +44,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
 		if strings.HasPrefix(err.Error(), "unknown command ") { // cobra's, of the root
-			fmt.Fprintf(stderr, "error: %v (see drover --help)\n", err)
+			// The hint goes on the first line, before cobra's "Did you mean".
+			first, rest, _ := strings.Cut(err.Error(), "\n")
+			fmt.Fprintf(stderr, "error: %s (see drover --help)\n", first)
+			if rest = strings.TrimSpace(rest); rest != "" {
+				fmt.Fprintln(stderr, rest)
+			}
 			return 2
 		}
 		fmt.Fprintln(stderr, "error:", err)
