@@ -91,14 +91,12 @@ func newJobsEnqueueCmd(g *globals) *cobra.Command {
 					return err
 				}
 				if res.Existing {
-					if g.output == "json" {
-						return g.nothingNew(res.Job, "job %d exists already with idempotency key %q; nothing enqueued", res.Job.ID, key)
-					}
-					fmt.Fprintf(g.stdout, "job %d exists already with idempotency key %q; nothing enqueued\n", res.Job.ID, key)
-				} else if g.output == "json" {
-					return g.json(res.Job)
+					err = g.nothingNew(res.Job, "job %d exists already with idempotency key %q; nothing enqueued", res.Job.ID, key)
 				} else {
-					fmt.Fprintf(g.stdout, "enqueued job %d\n", res.Job.ID)
+					err = g.done(res.Job, "enqueued job %d", res.Job.ID)
+				}
+				if err != nil || g.output == "json" {
+					return err // -o json: done printed the job
 				}
 				return g.printJobs([]*drover.Job{res.Job})
 			})
