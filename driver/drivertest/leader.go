@@ -15,6 +15,7 @@ var leaderTests = []suiteTest{
 // wakeupTests cover wake-up delivery.
 var wakeupTests = []suiteTest{
 	{"PublishReachesSubscriber", testWakeup},
+	{"InsertWakesItsQueue", testInsertWakes},
 }
 
 // driverTests cover the driver's housekeeping calls.
@@ -119,6 +120,63 @@ func testWakeup(h *harness) {
 			h.t.Fatalf("no wake-up for q within 10s of WakeupPublish")
 		}
 	}
+}
+
+// testInsertWakes: an insert wakes the subscribers of each queue that got a job
+// claimable now, and of no other queue. (PostgreSQL sends an insert's wake-up
+// after its commit, on its own, so it may arrive after a publish made once the
+// insert returned: the test waits for it, then sends a marker behind it.)
+func testInsertWakes(h *harness) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	ch, err := h.d.WakeupSubscribe(ctx)
+	if err != nil {
+		h.t.Fatalf("WakeupSubscribe: %v", err)
+	}
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	publish := func(q string) {
+		if err := h.d.WakeupPublish(h.ctx, []string{q}); err != nil {
+			h.t.Fatalf("WakeupPublish: %v", err)
+		}
+	}
+	// await reads wake-ups until want arrives, publishing again every 250 ms
+	// if again; a wake-up of a queue whose job waits for later fails the test.
+	await := func(want string, again bool) {
+		h.t.Helper()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case q, ok := <-ch:
+				if !ok {
+					h.t.Fatalf("wake-up channel closed before delivering %q", want)
+				}
+				if q == "later" {
+					h.t.Fatalf("an insert of a job due in an hour woke its queue")
+				}
+				if q == want {
+					return
+				}
+			case <-tick.C:
+				if again {
+					publish(want)
+				}
+			case <-deadline.C:
+				h.t.Fatalf("no wake-up for %q within 10s", want)
+			}
+		}
+	}
+	// The subscription is live once it hears a publish.
+	publish("probe")
+	await("probe", true)
+
+	later := time.Now().Add(time.Hour)
+	h.mustInsert(h.params(func(p *driver.InsertParams) { p.Queue, p.RunAt = "later", &later }))
+	h.mustInsert(h.params(func(p *driver.InsertParams) { p.Queue = "now" }))
+	await("now", false)
+	publish("marker")
+	await("marker", false)
 }
 
 func testDriverBasics(h *harness) {

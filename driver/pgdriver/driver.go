@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,9 +36,13 @@ var queries = sqlfile.MustLoad(queryFS, "queries/*.sql")
 // queryVariant is the named query with old, which it must hold exactly once,
 // replaced by new: a variant that cannot drift from the statement it is cut from.
 func queryVariant(name, old, new string) string {
-	q := queries.Get(name)
+	return replaceOnce(queries.Get(name), old, new)
+}
+
+// replaceOnce is q with old, which it must hold exactly once, replaced by new.
+func replaceOnce(q, old, new string) string {
 	if strings.Count(q, old) != 1 {
-		panic("pgdriver: " + name + " must hold " + old + " exactly once")
+		panic("pgdriver: a query must hold " + old + " exactly once:\n" + q)
 	}
 	return strings.Replace(q, old, new, 1)
 }
@@ -54,6 +59,8 @@ type Driver struct {
 	channel string
 	log     *slog.Logger
 	cursors claimCursors
+	wakeups wakeSender
+	closed  atomic.Bool
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -236,6 +243,7 @@ func (d *Driver) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
 
 // Close implements driver.Driver.
 func (d *Driver) Close() error {
+	d.closed.Store(true)
 	if d.owned {
 		d.pool.Close()
 	}

@@ -32,3 +32,7 @@ func (d *Driver) MigrateTo(version uint) error {
 	}
 	return nil
 }
+
+// InsertSQL is the enqueue's statement: with its ON CONFLICT clause when keyed,
+// and as it runs in a caller's transaction when inTx.
+func InsertSQL(keyed, inTx bool) string { return insertQueries[b2i(keyed)][b2i(inTx)] }

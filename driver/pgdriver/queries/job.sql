@@ -38,7 +38,9 @@ rdy AS (
     SELECT queue, priority, run_at, id FROM ins WHERE status = 'queued'
 ),
 woke AS (
-    -- One NOTIFY per queue that got ready work; delivered when the insert commits.
+    -- One NOTIFY per queue that got ready work; delivered when the insert
+    -- commits. Only in the caller's transaction: on the pool the driver sends
+    -- the wake-up after the commit (insertQueries).
     SELECT count(pg_notify($15, queue)) AS n FROM (
         SELECT DISTINCT queue FROM ins WHERE status = 'queued' AND run_at <= coalesce($13::timestamptz, now())
     ) ready
