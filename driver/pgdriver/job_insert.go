@@ -53,7 +53,7 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 // from 16 goroutines on the development machine, an enqueue took twice as long
 // with its NOTIFY as without (pgbench: 3.2-4.4 against 1.5-2.1 ms on average),
 // and the harness's latency workload saw a p99 of 36-47 against 24-28 ms from
-// enqueue to start (forty-first session, bench/compare/HISTORY.md). An insert
+// enqueue to start (fortieth session, bench/compare/HISTORY.md). An insert
 // on the pool commits on its own, so its wake-up goes out after that commit,
 // in a statement that writes no WAL (publishReady). One in the caller's
 // transaction cannot wait for a commit it does not see, and keeps its NOTIFY,
