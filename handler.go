@@ -25,6 +25,13 @@ type Workers struct {
 	kinds map[string]*kindHandler
 }
 
+// empty reports whether no kind has a handler.
+func (r *Workers) empty() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.kinds) == 0
+}
+
 type kindHandler struct {
 	run     func(ctx context.Context, job *Job) (any, error)
 	backoff Backoff

@@ -196,6 +196,7 @@ func (w *Worker) ID() string { return w.cfg.ID }
 func (w *Worker) Stats() *WorkerStats { return &w.stats }
 
 // Start begins claiming jobs. It returns at once; the worker runs until Stop.
+// It refuses a config whose Workers has no handler yet.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -204,6 +205,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if w.started {
 		return errors.New("drover: worker already started")
+	}
+	if w.cfg.Workers.empty() {
+		// It would claim jobs only to fail them, attempt after attempt, into
+		// the DLQ.
+		return errors.New("drover: the worker's Workers has no handler: Register at least one before Start")
 	}
 	w.started = true
 	claimCtx, cancelClaims := context.WithCancel(context.WithoutCancel(ctx))

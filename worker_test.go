@@ -1023,3 +1023,28 @@ func TestWorkerStartsOnce(t *testing.T) {
 		t.Errorf("Start after Stop: %v, want it to say a Worker runs once", err)
 	}
 }
+
+// A worker without a handler would claim jobs only to fail them into the DLQ:
+// Start refuses it, claims nothing, and starts once a handler is registered.
+func TestWorkerWithoutHandlersDoesNotStart(t *testing.T) {
+	c := newClient(t, "sqlite", nil)
+	id := enqueue(t, c, "k", nil, nil).ID
+	ws := drover.NewWorkers()
+	w, err := drover.NewWorker(c, fastWorkerConfig(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err == nil || !strings.Contains(err.Error(), "no handler") {
+		t.Fatalf("Start without a handler: %v, want it refused", err)
+	}
+	if j := getJob(t, c, id); j.Status != drover.StatusQueued || j.Attempt != 0 {
+		t.Fatalf("after the refused Start: %s, want queued, never claimed", describe(j))
+	}
+	drover.Register(ws, "k", func(context.Context, *drover.Job, struct{}) (any, error) { return nil, nil })
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("Start with a handler: %v", err)
+	}
+	defer func() { _ = w.Stop(ctx) }()
+	waitStatus(t, c, id, drover.StatusSucceeded)
+}
