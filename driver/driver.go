@@ -52,7 +52,9 @@ type Driver interface {
 	// JobInsertMany inserts jobs (queued, or pending when WorkflowRunID is set) in one
 	// transaction. A job whose IdempotencyKey exists already is not inserted: its
 	// result is the existing job with Existing = true. Results are in input order.
-	// Params must be validated by the caller (ValidateInsert).
+	// Params must be validated by the caller (ValidateInsert). The subscribers of
+	// each queue that got a job claimable now are woken once the jobs are
+	// committed, best effort, possibly after JobInsertMany returns.
 	JobInsertMany(ctx context.Context, params []InsertParams) ([]InsertResult, error)
 	// JobInsertManyTx is JobInsertMany inside the caller's transaction (a pgx.Tx for
 	// pgdriver, a *sql.Tx for sqlitedriver): the jobs exist iff it commits.
