@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -85,41 +86,65 @@ func testLeader(h *harness) {
 	h.wantLeader("a", 74*time.Second)
 }
 
+// wakeWatch reads one subscription's wake-ups, for at most 10 s in all.
+type wakeWatch struct {
+	h        *harness
+	ch       <-chan string
+	deadline *time.Timer
+}
+
+func (h *harness) watchWakeups(ctx context.Context) *wakeWatch {
+	ch, err := h.d.WakeupSubscribe(ctx)
+	if err != nil {
+		h.t.Fatalf("WakeupSubscribe: %v", err)
+	}
+	w := &wakeWatch{h: h, ch: ch, deadline: time.NewTimer(10 * time.Second)}
+	h.t.Cleanup(func() { w.deadline.Stop() })
+	return w
+}
+
+func (w *wakeWatch) publish(q string) {
+	if err := w.h.d.WakeupPublish(w.h.ctx, []string{q}); err != nil {
+		w.h.t.Fatalf("WakeupPublish: %v", err)
+	}
+}
+
+// await reads wake-ups until want arrives, publishing it again every 250 ms if
+// again; a wake-up of a queue that is neither want nor one of also fails the
+// test.
+func (w *wakeWatch) await(want string, again bool, also ...string) {
+	w.h.t.Helper()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case q, ok := <-w.ch:
+			switch {
+			case !ok:
+				w.h.t.Fatalf("wake-up channel closed before delivering %q", want)
+			case q == want:
+				return
+			case !slices.Contains(also, q):
+				w.h.t.Fatalf("wake-up delivered %q, want %q", q, want)
+			}
+		case <-tick.C:
+			if again {
+				w.publish(want)
+			}
+		case <-w.deadline.C:
+			w.h.t.Fatalf("no wake-up for %q within 10s", want)
+		}
+	}
+}
+
 // testWakeup publishes until the subscriber hears it: a wake-up is best effort, and
 // a PostgreSQL LISTEN may start a moment after WakeupSubscribe returns.
 func testWakeup(h *harness) {
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
-	ch, err := h.d.WakeupSubscribe(ctx)
-	if err != nil {
-		h.t.Fatalf("WakeupSubscribe: %v", err)
-	}
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	publish := func() {
-		if err := h.d.WakeupPublish(h.ctx, []string{"q"}); err != nil {
-			h.t.Fatalf("WakeupPublish: %v", err)
-		}
-	}
-	publish()
-	for {
-		select {
-		case q, ok := <-ch:
-			if !ok {
-				h.t.Fatalf("wake-up channel closed before delivering q")
-			}
-			if q == "q" {
-				return
-			}
-			h.t.Errorf("wake-up delivered %q, want q", q)
-		case <-tick.C:
-			publish()
-		case <-deadline.C:
-			h.t.Fatalf("no wake-up for q within 10s of WakeupPublish")
-		}
-	}
+	w := h.watchWakeups(ctx)
+	w.publish("q")
+	w.await("q", true)
 }
 
 // testInsertWakes: an insert wakes the subscribers of each queue that got a job
@@ -129,54 +154,17 @@ func testWakeup(h *harness) {
 func testInsertWakes(h *harness) {
 	ctx, cancel := context.WithCancel(h.ctx)
 	defer cancel()
-	ch, err := h.d.WakeupSubscribe(ctx)
-	if err != nil {
-		h.t.Fatalf("WakeupSubscribe: %v", err)
-	}
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	publish := func(q string) {
-		if err := h.d.WakeupPublish(h.ctx, []string{q}); err != nil {
-			h.t.Fatalf("WakeupPublish: %v", err)
-		}
-	}
-	// await reads wake-ups until want arrives, publishing again every 250 ms
-	// if again; a wake-up of a queue whose job waits for later fails the test.
-	await := func(want string, again bool) {
-		h.t.Helper()
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case q, ok := <-ch:
-				if !ok {
-					h.t.Fatalf("wake-up channel closed before delivering %q", want)
-				}
-				if q == "later" {
-					h.t.Fatalf("an insert of a job due in an hour woke its queue")
-				}
-				if q == want {
-					return
-				}
-			case <-tick.C:
-				if again {
-					publish(want)
-				}
-			case <-deadline.C:
-				h.t.Fatalf("no wake-up for %q within 10s", want)
-			}
-		}
-	}
+	w := h.watchWakeups(ctx)
 	// The subscription is live once it hears a publish.
-	publish("probe")
-	await("probe", true)
+	w.publish("probe")
+	w.await("probe", true)
 
 	later := time.Now().Add(time.Hour)
 	h.mustInsert(h.params(func(p *driver.InsertParams) { p.Queue, p.RunAt = "later", &later }))
 	h.mustInsert(h.params(func(p *driver.InsertParams) { p.Queue = "now" }))
-	await("now", false)
-	publish("marker")
-	await("marker", false)
+	w.await("now", false, "probe")
+	w.publish("marker")
+	w.await("marker", false, "probe")
 }
 
 func testDriverBasics(h *harness) {
