@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -235,12 +236,25 @@ func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.R
 			s.writeError(sw, r, err)
 			return
 		}
+		body := r.Body
 		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
 		if err := h(sw, r); err != nil {
+			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				// The connection closes after a body over the limit. A client
+				// still sending the rest would meet that close (a broken pipe,
+				// a reset) instead of the 413, and a remote worker would take
+				// it for a network error and send its oversized result again
+				// until its lease ran out. Read the rest first, up to a bound.
+				_, _ = io.Copy(io.Discard, io.LimitReader(body, overLimitDrain))
+			}
 			s.writeError(sw, r, err)
 		}
 	})
 }
+
+// overLimitDrain bounds how much of a body over MaxBodyBytes is read (and
+// dropped) before the 413 is sent, so that its client is done sending.
+const overLimitDrain = 32 << 20
 
 // sameOrigin refuses a state-changing request a browser sent from another site
 // (its Sec-Fetch-Site or Origin header says so): without it, any web page a
