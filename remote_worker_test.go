@@ -451,10 +451,14 @@ func TestRemoteWorkerStaleCompletionRejected(t *testing.T) {
 		// broken proxy answers them as if it had renewed the lease. The lease
 		// really expires while the handler runs, and the worker believes it
 		// holds it.
+		// Once the stale completion is rejected, the proxy passes heartbeats
+		// on, so the second attempt need not finish within its 300 ms lease.
 		ts := startServer(t, kind, server.Config{LeaseDuration: 300 * time.Millisecond})
 		c := ts.c
+		var lie atomic.Bool
+		lie.Store(true)
 		lying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/internal/heartbeat" {
+			if r.URL.Path == "/internal/heartbeat" && lie.Load() {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = fmt.Fprintf(w, `{"lease_expires_at":%q,"cancel_requested":false}`, time.Now().Add(300*time.Millisecond).UTC().Format(time.RFC3339Nano))
 				return
@@ -529,6 +533,7 @@ func TestRemoteWorkerStaleCompletionRejected(t *testing.T) {
 			t.Errorf("Stats().Succeeded = %d after a rejected completion, want 0", got)
 		}
 
+		lie.Store(false) // the stale attempt is over
 		if err := c.ResumeQueue(context.Background(), drover.DefaultQueue); err != nil {
 			t.Fatalf("ResumeQueue: %v", err)
 		}
