@@ -742,9 +742,11 @@ func TestRemoteWorkerReportGivesUpAtLeaseEnd(t *testing.T) {
 // job runs once, at attempt 1. Before, the task stayed leased to a worker that
 // never had it until the lease ran out, and ran again at attempt 2 (here, with
 // no reaper, never). With outage, the server then answers that many claims with
-// 503, as one restarting does (the worker's resends then span a second and a
-// half of its 2 s lease): the worker kept the request_id for 150 ms only, took
-// a 503 as final, and claimed afresh.
+// 503, as one restarting does: the worker kept the request_id for 150 ms only,
+// took a 503 as final, and claimed afresh. The server's lease is long (10 s):
+// at 2 s, the resends' backoff (0.75 s) and the answers under a loaded CI
+// machine once came to more than the lease less its margin, and the worker
+// rightly gave the replayed task back unrun (it ran at attempt 2).
 func TestRemoteWorkerResendsAClaimWhoseAnswerWasLost(t *testing.T) {
 	for _, outage := range []int{0, 4} {
 		t.Run(fmt.Sprintf("outage=%d", outage), func(t *testing.T) { testLostClaimAnswer(t, outage) })
@@ -754,7 +756,7 @@ func TestRemoteWorkerResendsAClaimWhoseAnswerWasLost(t *testing.T) {
 func testLostClaimAnswer(t *testing.T, outage int) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
-		s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+		s := server.New(c, server.Config{LeaseDuration: 10 * time.Second, Backoff: func(int) time.Duration { return 0 }})
 		var (
 			mu      sync.Mutex
 			ids     []string // request_id of each claim, in order
