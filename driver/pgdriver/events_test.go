@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/drivertest"
 	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/lifecycle"
 )
@@ -224,7 +225,7 @@ func TestMigrationsDownKeepCompactEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameEvents(t, fmt.Sprintf("job %d's rows at 007", id), got, want)
+		drivertest.SameEvents(t, fmt.Sprintf("job %d's rows at 007", id), got, want)
 	}
 	if err := d.MigrateUp(ctx); err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func TestMigrationsDownKeepCompactEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameEvents(t, fmt.Sprintf("job %d's events after down to 007 and up", id), got, want)
+		drivertest.SameEvents(t, fmt.Sprintf("job %d's events after down to 007 and up", id), got, want)
 	}
 }
 
@@ -280,56 +281,19 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if evs, _ := d.JobEvents(ctx, jobs[0].ID); eventRows(t, d, jobs[0].ID) != 0 || claimSeq(jobs[0].ID) == nil {
 		t.Fatalf("after the refused update: events %+v, %d rows, claim_seq NULL; want the claim's events still in the row", evs, eventRows(t, d, jobs[0].ID))
 	} else {
-		sameEvents(t, "after the refused update", evs, before[jobs[0].ID])
+		drivertest.SameEvents(t, "after the refused update", evs, before[jobs[0].ID])
 	}
 
 	// Each of Drover's ends of a claim: its own event follows the claim's.
-	later := time.Now().Add(time.Hour)
-	ends := []struct {
-		name string
-		end  func(j *driver.Job) error
-		want lifecycle.EventType
-	}{
-		{"fail", func(j *driver.Job) error {
-			_, err := d.JobFail(ctx, driver.FailParams{FenceParams: fence(j, ""), Error: "boom"})
-			return err
-		}, lifecycle.EventRetried},
-		{"snooze", func(j *driver.Job) error {
-			_, err := d.JobSnooze(ctx, driver.SnoozeParams{FenceParams: fence(j, ""), Delay: time.Minute})
-			return err
-		}, lifecycle.EventSnoozed},
-		{"cancel", func(j *driver.Job) error {
-			_, err := d.JobCancel(ctx, driver.CancelParams{ID: j.ID, Actor: "api:test"})
-			return err
-		}, lifecycle.EventCanceled},
-		{"reap", func(j *driver.Job) error {
-			got, err := d.JobReapExpired(ctx, driver.ReapParams{Limit: 10, Now: &later})
-			if err == nil && (len(got) != 1 || got[0].ID != j.ID) {
-				err = fmt.Errorf("reaped %d jobs, want job %d alone", len(got), j.ID)
-			}
-			return err
-		}, lifecycle.EventRequeued},
-	}
-	for i, c := range ends {
-		j := jobs[i]
-		if err := c.end(j); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		evs, err := d.JobEvents(ctx, j.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) < 4 || evs[len(evs)-1].Type != c.want {
-			t.Fatalf("%s: events %+v; want the claim's, then %s", c.name, evs, c.want)
-		}
-		sameEvents(t, c.name+": the events up to the claim's", evs[:3], before[j.ID])
-		if rows := eventRows(t, d, j.ID); rows != len(evs)-2 || claimSeq(j.ID) != nil {
-			t.Errorf("%s: %d event rows for %d events, claim_seq %v; want the claim's row and the end's, claim_seq NULL", c.name, rows, len(evs), claimSeq(j.ID))
-		}
-	}
+	t0 := time.Now()
+	at := func(off time.Duration) *time.Time { x := t0.Add(off); return &x }
+	drivertest.ClaimEndings(t, d, jobs, before, drivertest.EventStore{
+		Rows:       func(id int64) int { return eventRows(t, d, id) },
+		ClaimInRow: func(id int64) bool { return claimSeq(id) != nil },
+	}, at)
 
 	// A second claim of the failed (requeued) job keeps its own events in the row again.
-	again, err := d.JobClaim(ctx, driver.ClaimParams{ID: jobs[0].ID, Queues: []string{"q"}, Limit: 1, Owner: "w2", Start: true})
+	again, err := d.JobClaim(ctx, driver.ClaimParams{ID: jobs[0].ID, Queues: []string{"q"}, Limit: 1, Owner: "w2", Start: true, Now: at(2 * time.Second)})
 	if err != nil || len(again) != 1 {
 		t.Fatalf("claim again = %v, %v", again, err)
 	}
@@ -340,22 +304,6 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if len(evs) != 6 || evs[4].Type != lifecycle.EventClaimed || evs[4].Actor != "worker:w2" || evs[4].Attempt != 2 ||
 		evs[5].Type != lifecycle.EventStarted || evs[5].Seq != again[0].Rev {
 		t.Errorf("after a second claim: events %+v; want the first claim's, the retry, then the second claim's, by worker:w2 at attempt 2", evs)
-	}
-}
-
-// sameEvents compares two logs event by event, At as an instant.
-func sameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %+v, want %+v", what, got, want)
-	}
-	for i := range got {
-		g, w := got[i], want[i]
-		same := g.At.Equal(w.At)
-		g.At, w.At = time.Time{}, time.Time{}
-		if !same || g != w {
-			t.Errorf("%s: event %d is %+v, want %+v", what, i, got[i], want[i])
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/drivertest"
 	"github.com/drover-dev/drover/lifecycle"
 )
 
@@ -186,47 +187,14 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if f.eventRows(jobs[0].ID) != 0 || claimSeq(jobs[0].ID) == nil {
 		t.Fatalf("after the refused update: %d event rows, claim_seq NULL; want the claim's events still in the row", f.eventRows(jobs[0].ID))
 	}
-	sameEvents(t, "after the refused update", f.events(jobs[0].ID), before[jobs[0].ID])
+	drivertest.SameEvents(t, "after the refused update", f.events(jobs[0].ID), before[jobs[0].ID])
 
 	// Each of Drover's ends of a claim: its own event follows the claim's.
-	ends := []struct {
-		name string
-		end  func(j *driver.Job) error
-		want lifecycle.EventType
-	}{
-		{"fail", func(j *driver.Job) error {
-			_, err := f.d.JobFail(f.ctx, driver.FailParams{FenceParams: fp(j, f.at(time.Second)), Error: "boom"})
-			return err
-		}, lifecycle.EventRetried},
-		{"snooze", func(j *driver.Job) error {
-			_, err := f.d.JobSnooze(f.ctx, driver.SnoozeParams{FenceParams: fp(j, f.at(time.Second)), Delay: time.Minute})
-			return err
-		}, lifecycle.EventSnoozed},
-		{"cancel", func(j *driver.Job) error {
-			_, err := f.d.JobCancel(f.ctx, driver.CancelParams{ID: j.ID, Actor: "api:test", Now: f.at(time.Second)})
-			return err
-		}, lifecycle.EventCanceled},
-		{"reap", func(j *driver.Job) error {
-			got, err := f.d.JobReapExpired(f.ctx, driver.ReapParams{Limit: 10, Now: f.at(time.Hour)})
-			if err == nil && (len(got) != 1 || got[0].ID != j.ID) {
-				err = fmt.Errorf("reaped %d jobs, want job %d alone", len(got), j.ID)
-			}
-			return err
-		}, lifecycle.EventRequeued},
-	}
-	for i, c := range ends {
-		j := jobs[i]
-		if err := c.end(j); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		evs := f.events(j.ID)
-		if len(evs) < 4 || evs[len(evs)-1].Type != c.want {
-			t.Fatalf("%s: events %+v; want the claim's, then %s", c.name, evs, c.want)
-		}
-		sameEvents(t, c.name+": the events up to the claim's", evs[:3], before[j.ID])
-		if rows := f.eventRows(j.ID); rows != len(evs)-2 || claimSeq(j.ID) != nil {
-			t.Errorf("%s: %d event rows for %d events, claim_seq %v; want the claim's row and the end's, claim_seq NULL", c.name, rows, len(evs), claimSeq(j.ID))
-		}
+	drivertest.ClaimEndings(t, f.d, jobs, before, drivertest.EventStore{
+		Rows:       f.eventRows,
+		ClaimInRow: func(id int64) bool { return claimSeq(id) != nil },
+	}, f.at)
+	for _, j := range jobs {
 		f.history(j.ID)
 	}
 
@@ -298,29 +266,13 @@ func TestMigrationsDownKeepCompactEvents(t *testing.T) {
 		if err := rows.Close(); err != nil {
 			t.Fatal(err)
 		}
-		sameEvents(t, fmt.Sprintf("job %d's rows at 003", id), between, want)
+		drivertest.SameEvents(t, fmt.Sprintf("job %d's rows at 003", id), between, want)
 	}
 	if err := m.Up(); err != nil {
 		t.Fatalf("migrate up: %v", err)
 	}
 	for id, want := range before {
-		sameEvents(t, fmt.Sprintf("job %d's events after down to 003 and up", id), f.events(id), want)
-	}
-}
-
-// sameEvents compares two logs event by event, At as an instant.
-func sameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %+v, want %+v", what, got, want)
-	}
-	for i := range got {
-		g, w := got[i], want[i]
-		same := g.At.Equal(w.At)
-		g.At, w.At = time.Time{}, time.Time{}
-		if !same || g != w {
-			t.Errorf("%s: event %d is %+v, want %+v", what, i, got[i], want[i])
-		}
+		drivertest.SameEvents(t, fmt.Sprintf("job %d's events after down to 003 and up", id), f.events(id), want)
 	}
 }
 

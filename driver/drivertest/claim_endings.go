@@ -1,0 +1,100 @@
+package drivertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
+)
+
+// EventStore says how a driver stores one job's events, which no Driver method
+// does: the drivers' own tests pass it to ClaimEndings.
+type EventStore struct {
+	// Rows is how many rows of drover_job_events the job has.
+	Rows func(id int64) int
+	// ClaimInRow reports whether the job row still holds a live claim's events
+	// (its claim_seq is set).
+	ClaimInRow func(id int64) bool
+}
+
+// ClaimEndings ends the claims of four running jobs, each claimed and started by
+// a worker's claim without a request_id (so their claimed and started events are
+// kept in the job row), one by each of Drover's statements that end a claim
+// another way than a completion: a failure, a snooze, a cancel and a reap. Each
+// job's log must read as before[id] (its events after the claim) followed by the
+// end's own event, and the end must have written the claim's events out as one
+// row beside its own and cleared them from the job row, in its statement. at
+// gives each statement's Now, as an offset from the claim; the reap's is an
+// hour on, past the jobs' lease.
+func ClaimEndings(t *testing.T, d driver.Driver, jobs []*driver.Job, before map[int64][]lifecycle.Event, store EventStore, at func(time.Duration) *time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	fence := func(j *driver.Job) driver.FenceParams {
+		return driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, Now: at(time.Second)}
+	}
+	ends := []struct {
+		name string
+		end  func(j *driver.Job) error
+		want lifecycle.EventType
+	}{
+		{"fail", func(j *driver.Job) error {
+			_, err := d.JobFail(ctx, driver.FailParams{FenceParams: fence(j), Error: "boom"})
+			return err
+		}, lifecycle.EventRetried},
+		{"snooze", func(j *driver.Job) error {
+			_, err := d.JobSnooze(ctx, driver.SnoozeParams{FenceParams: fence(j), Delay: time.Minute})
+			return err
+		}, lifecycle.EventSnoozed},
+		{"cancel", func(j *driver.Job) error {
+			_, err := d.JobCancel(ctx, driver.CancelParams{ID: j.ID, Actor: "api:test", Now: at(time.Second)})
+			return err
+		}, lifecycle.EventCanceled},
+		{"reap", func(j *driver.Job) error {
+			got, err := d.JobReapExpired(ctx, driver.ReapParams{Limit: 10, Now: at(time.Hour)})
+			if err == nil && (len(got) != 1 || got[0].ID != j.ID) {
+				err = fmt.Errorf("reaped %d jobs, want job %d alone", len(got), j.ID)
+			}
+			return err
+		}, lifecycle.EventRequeued},
+	}
+	if len(jobs) != len(ends) {
+		t.Fatalf("ClaimEndings takes %d running jobs, got %d", len(ends), len(jobs))
+	}
+	for i, c := range ends {
+		j := jobs[i]
+		if err := c.end(j); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		evs, err := d.JobEvents(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) < 4 || evs[len(evs)-1].Type != c.want {
+			t.Fatalf("%s: events %+v; want the claim's, then %s", c.name, evs, c.want)
+		}
+		SameEvents(t, c.name+": the events up to the claim's", evs[:3], before[j.ID])
+		if rows, inRow := store.Rows(j.ID), store.ClaimInRow(j.ID); rows != len(evs)-2 || inRow {
+			t.Errorf("%s: %d event rows for %d events, claim's events still in the job row: %v; want the claim's row and the end's, none in the job row",
+				c.name, rows, len(evs), inRow)
+		}
+	}
+}
+
+// SameEvents compares two logs event by event, At as an instant.
+func SameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %+v, want %+v", what, got, want)
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		same := g.At.Equal(w.At)
+		g.At, w.At = time.Time{}, time.Time{}
+		if !same || g != w {
+			t.Errorf("%s: event %d is %+v, want %+v", what, i, got[i], want[i])
+		}
+	}
+}
