@@ -81,7 +81,7 @@ func TestUserCodePanicsAfterTheHandlerEndOnlyTheJob(t *testing.T) {
 		})
 		drover.Register(ws, "bad-backoff", func(context.Context, *drover.Job, struct{}) (any, error) {
 			return nil, errors.New("boom")
-		}, drover.WithBackoff(func(int) time.Duration { var m map[int]time.Duration; m[1] = 0; return 0 }))
+		}, drover.WithBackoff(func(int) time.Duration { panic("a bug in the backoff") }))
 		startWorker(t, c, fastWorkerConfig(ws))
 		for _, tc := range []struct{ kind, err string }{
 			{"nil-error", "panicked when read"},

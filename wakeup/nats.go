@@ -230,7 +230,7 @@ func (n *NATS) Publish(ctx context.Context, ps []Pointer) error {
 		if n.opts.DropPublish != nil && n.opts.DropPublish(p) {
 			continue
 		}
-		data, err := json.Marshal(payload{Queue: p.Queue, JobID: p.JobID})
+		data, err := json.Marshal(payload(p))
 		if err != nil {
 			return fmt.Errorf("wakeup: publish: %w", err)
 		}
@@ -448,7 +448,7 @@ func (n *NATS) message(queue string, msg jetstream.Msg) (Message, bool) {
 		_ = msg.Term()
 		return Message{}, false
 	}
-	m := Message{Pointer: Pointer{Queue: p.Queue, JobID: p.JobID}}
+	m := Message{Pointer: Pointer(p)}
 	drop := n.opts.DropAck
 	view := m
 	m.ack = func() error {
