@@ -95,52 +95,24 @@ func TestClaimStartWritesOneEventRow(t *testing.T) {
 // reads both alike; JobComplete and JobCompleteMany store them alike.
 func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	d := open(t)
-	jobs := runningJobs(t, d, 4)
-	done := map[int64]string{} // job → the request_id it completed with
-	single := func(j *driver.Job, req string) {
-		if _, err := d.JobComplete(ctx, driver.CompleteParams{FenceParams: fence(j, req)}); err != nil {
-			t.Fatal(err)
-		}
-		done[j.ID] = req
-	}
-	single(jobs[0], "")
-	single(jobs[1], "c1")
-	many := []driver.CompleteParams{{FenceParams: fence(jobs[2], "")}, {FenceParams: fence(jobs[3], "c2")}}
-	for i, o := range d.JobCompleteMany(ctx, many) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		done[many[i].ID] = many[i].RequestID
-	}
-	for _, j := range jobs {
-		req := done[j.ID]
-		want := 0 // the claim's events and the succeeded event are in the job row
-		if req != "" {
-			want = 2 // the succeeded row, and the claim's, written out when it ended (migration 012)
-		}
-		if n := eventRows(t, d, j.ID); n != want {
-			t.Errorf("job %d (request_id %q): %d event rows, want %d", j.ID, req, n, want)
-		}
-		now, err := d.JobGet(ctx, j.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs, err := d.JobEvents(ctx, j.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) != 4 {
-			t.Fatalf("job %d: events %+v, want enqueued, claimed, started, succeeded", j.ID, evs)
-		}
-		s := evs[3]
-		if s.Type != lifecycle.EventSucceeded || s.From != lifecycle.StatusRunning || s.To != lifecycle.StatusSucceeded ||
-			s.Seq != now.Rev || s.Seq != evs[2].Seq+1 || now.FinishedAt == nil || !s.At.Equal(*now.FinishedAt) ||
-			s.Actor != "worker:w" || s.Attempt != j.Attempt || s.RequestID != req || s.JobID != j.ID {
-			t.Errorf("job %d: succeeded event %+v, want running → succeeded at seq %d by worker:w, attempt %d, request_id %q, at %v",
-				j.ID, s, now.Rev, j.Attempt, req, now.FinishedAt)
-		}
+	t0 := time.Now()
+	drivertest.CompletionEvents(t, d, runningJobs(t, d, 4), eventStore(t, d),
+		func(off time.Duration) *time.Time { x := t0.Add(off); return &x })
+}
+
+// eventStore reads how d stores a job's events.
+func eventStore(t *testing.T, d *pgdriver.Driver) drivertest.EventStore {
+	return drivertest.EventStore{
+		Rows: func(id int64) int { return eventRows(t, d, id) },
+		ClaimInRow: func(id int64) bool {
+			t.Helper()
+			var seq *int64
+			if err := d.Pool().QueryRow(context.Background(), "SELECT claim_seq FROM drover_jobs WHERE id = $1", id).Scan(&seq); err != nil {
+				t.Fatal(err)
+			}
+			return seq != nil
+		},
 	}
 }
 
@@ -260,14 +232,7 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 		}
 		before[j.ID] = evs
 	}
-	claimSeq := func(id int64) *int64 {
-		t.Helper()
-		var seq *int64
-		if err := d.Pool().QueryRow(ctx, "SELECT claim_seq FROM drover_jobs WHERE id = $1", id).Scan(&seq); err != nil {
-			t.Fatal(err)
-		}
-		return seq
-	}
+	store := eventStore(t, d)
 
 	// The operator's updates: one the claim outlives, one that would end it.
 	if _, err := d.Pool().Exec(ctx, "UPDATE drover_jobs SET lease_expires_at = lease_expires_at + interval '1 minute' WHERE id = $1", jobs[0].ID); err != nil {
@@ -278,7 +243,7 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "drover_jobs_claim_seq_live" {
 		t.Fatalf("an operator's update that ends the claim: %v; want a check violation of drover_jobs_claim_seq_live", err)
 	}
-	if evs, _ := d.JobEvents(ctx, jobs[0].ID); eventRows(t, d, jobs[0].ID) != 0 || claimSeq(jobs[0].ID) == nil {
+	if evs, _ := d.JobEvents(ctx, jobs[0].ID); eventRows(t, d, jobs[0].ID) != 0 || !store.ClaimInRow(jobs[0].ID) {
 		t.Fatalf("after the refused update: events %+v, %d rows, claim_seq NULL; want the claim's events still in the row", evs, eventRows(t, d, jobs[0].ID))
 	} else {
 		drivertest.SameEvents(t, "after the refused update", evs, before[jobs[0].ID])
@@ -287,10 +252,7 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	// Each of Drover's ends of a claim: its own event follows the claim's.
 	t0 := time.Now()
 	at := func(off time.Duration) *time.Time { x := t0.Add(off); return &x }
-	drivertest.ClaimEndings(t, d, jobs, before, drivertest.EventStore{
-		Rows:       func(id int64) int { return eventRows(t, d, id) },
-		ClaimInRow: func(id int64) bool { return claimSeq(id) != nil },
-	}, at)
+	drivertest.ClaimEndings(t, d, jobs, before, store, at)
 
 	// A second claim of the failed (requeued) job keeps its own events in the row again.
 	again, err := d.JobClaim(ctx, driver.ClaimParams{ID: jobs[0].ID, Queues: []string{"q"}, Limit: 1, Owner: "w2", Start: true, Now: at(2 * time.Second)})

@@ -80,50 +80,21 @@ func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	if len(jobs) != 4 {
 		t.Fatalf("claim took %d jobs, want 4", len(jobs))
 	}
-	complete := func(j *driver.Job, req string) driver.CompleteParams {
-		p := driver.CompleteParams{FenceParams: fp(j, f.at(time.Second))}
-		p.RequestID = req
-		return p
+	drivertest.CompletionEvents(t, f.d, jobs, f.eventStore(), f.at)
+}
+
+// eventStore reads how the fixture's driver stores a job's events.
+func (f *fixture) eventStore() drivertest.EventStore {
+	return drivertest.EventStore{Rows: f.eventRows, ClaimInRow: func(id int64) bool { return f.claimSeq(id) != nil }}
+}
+
+func (f *fixture) claimSeq(id int64) *int64 {
+	f.t.Helper()
+	var seq *int64
+	if err := f.d.read.QueryRowContext(f.ctx, "SELECT claim_seq FROM drover_jobs WHERE id = ?", id).Scan(&seq); err != nil {
+		f.t.Fatal(err)
 	}
-	done := map[int64]string{} // job → the request_id it completed with
-	for _, p := range []driver.CompleteParams{complete(jobs[0], ""), complete(jobs[1], "c1")} {
-		if _, err := f.d.JobComplete(f.ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		done[p.ID] = p.RequestID
-	}
-	many := []driver.CompleteParams{complete(jobs[2], ""), complete(jobs[3], "c2")}
-	for i, o := range f.d.JobCompleteMany(f.ctx, many) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		done[many[i].ID] = many[i].RequestID
-	}
-	for _, j := range jobs {
-		req := done[j.ID]
-		want := 0 // the claim's events and the succeeded event are in the job row
-		if req != "" {
-			want = 2 // the succeeded row, and the claim's, written out when it ended (migration 009)
-		}
-		if n := f.eventRows(j.ID); n != want {
-			t.Errorf("job %d (request_id %q): %d event rows, want %d", j.ID, req, n, want)
-		}
-		now, err := f.d.JobGet(f.ctx, j.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs := f.events(j.ID)
-		if len(evs) != 4 {
-			t.Fatalf("job %d: events %+v, want enqueued, claimed, started, succeeded", j.ID, evs)
-		}
-		s := evs[3]
-		if s.Type != lifecycle.EventSucceeded || s.From != lifecycle.StatusRunning || s.To != lifecycle.StatusSucceeded ||
-			s.Seq != now.Rev || s.Seq != evs[2].Seq+1 || now.FinishedAt == nil || !s.At.Equal(*now.FinishedAt) ||
-			s.Actor != "worker:w1" || s.Attempt != j.Attempt || s.RequestID != req || s.JobID != j.ID {
-			t.Errorf("job %d: succeeded event %+v, want running → succeeded at seq %d by worker:w1, attempt %d, request_id %q, at %v",
-				j.ID, s, now.Rev, j.Attempt, req, now.FinishedAt)
-		}
-	}
+	return seq
 }
 
 func (f *fixture) eventRows(id int64) int {
@@ -167,14 +138,6 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 		}
 		before[j.ID] = evs
 	}
-	claimSeq := func(id int64) *int64 {
-		t.Helper()
-		var seq *int64
-		if err := f.d.read.QueryRowContext(f.ctx, "SELECT claim_seq FROM drover_jobs WHERE id = ?", id).Scan(&seq); err != nil {
-			t.Fatal(err)
-		}
-		return seq
-	}
 
 	// The operator's updates: one the claim outlives, one that would end it.
 	if _, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET lease_expires_at = lease_expires_at + 60000000 WHERE id = ?", jobs[0].ID); err != nil {
@@ -184,16 +147,13 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "CHECK constraint failed: drover_jobs_claim_seq_live") {
 		t.Fatalf("an operator's update that ends the claim: %v; want a failed check drover_jobs_claim_seq_live", err)
 	}
-	if f.eventRows(jobs[0].ID) != 0 || claimSeq(jobs[0].ID) == nil {
+	if f.eventRows(jobs[0].ID) != 0 || f.claimSeq(jobs[0].ID) == nil {
 		t.Fatalf("after the refused update: %d event rows, claim_seq NULL; want the claim's events still in the row", f.eventRows(jobs[0].ID))
 	}
 	drivertest.SameEvents(t, "after the refused update", f.events(jobs[0].ID), before[jobs[0].ID])
 
 	// Each of Drover's ends of a claim: its own event follows the claim's.
-	drivertest.ClaimEndings(t, f.d, jobs, before, drivertest.EventStore{
-		Rows:       f.eventRows,
-		ClaimInRow: func(id int64) bool { return claimSeq(id) != nil },
-	}, f.at)
+	drivertest.ClaimEndings(t, f.d, jobs, before, f.eventStore(), f.at)
 	for _, j := range jobs {
 		f.history(j.ID)
 	}

@@ -98,3 +98,65 @@ func SameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
 		}
 	}
 }
+
+// CompletionEvents completes four running jobs, each claimed and started by a
+// worker's claim without a request_id: two one at a time (JobComplete), without
+// a request_id and with one, and two in one batch (JobCompleteMany), the same
+// way. A completion without a request_id (every library worker's) keeps its
+// succeeded event in the job row beside the claim's and writes no event row;
+// one with a request_id writes its row, which a replay is answered from, and
+// the claim's, which its end wrote out. JobEvents reads both alike: enqueued,
+// claimed, started, then succeeded at the row's rev and finished_at, by the
+// worker that claimed the job. at gives each completion's Now.
+func CompletionEvents(t *testing.T, d driver.Driver, jobs []*driver.Job, store EventStore, at func(time.Duration) *time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if len(jobs) != 4 {
+		t.Fatalf("CompletionEvents takes 4 running jobs, got %d", len(jobs))
+	}
+	complete := func(j *driver.Job, req string) driver.CompleteParams {
+		return driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, RequestID: req, Now: at(time.Second)}}
+	}
+	done := map[int64]string{} // job → the request_id it completed with
+	for _, p := range []driver.CompleteParams{complete(jobs[0], ""), complete(jobs[1], "c1")} {
+		if _, err := d.JobComplete(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		done[p.ID] = p.RequestID
+	}
+	many := []driver.CompleteParams{complete(jobs[2], ""), complete(jobs[3], "c2")}
+	for i, o := range d.JobCompleteMany(ctx, many) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		done[many[i].ID] = many[i].RequestID
+	}
+	for _, j := range jobs {
+		req := done[j.ID]
+		rows, inRow := 0, true // the claim's events and the succeeded event are in the job row
+		if req != "" {
+			rows, inRow = 2, false // the succeeded row, and the claim's, written out as it ended
+		}
+		if n, in := store.Rows(j.ID), store.ClaimInRow(j.ID); n != rows || in != inRow {
+			t.Errorf("job %d (request_id %q): %d event rows, claim's events in the job row: %v; want %d, %v", j.ID, req, n, in, rows, inRow)
+		}
+		now, err := d.JobGet(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := d.JobEvents(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 4 {
+			t.Fatalf("job %d: events %+v, want enqueued, claimed, started, succeeded", j.ID, evs)
+		}
+		s, by := evs[3], "worker:"+j.Owner
+		if s.Type != lifecycle.EventSucceeded || s.From != lifecycle.StatusRunning || s.To != lifecycle.StatusSucceeded ||
+			s.Seq != now.Rev || s.Seq != evs[2].Seq+1 || now.FinishedAt == nil || !s.At.Equal(*now.FinishedAt) ||
+			s.Actor != by || s.Attempt != j.Attempt || s.RequestID != req || s.JobID != j.ID {
+			t.Errorf("job %d: succeeded event %+v, want running → succeeded at seq %d by %s, attempt %d, request_id %q, at %v",
+				j.ID, s, now.Rev, by, j.Attempt, req, now.FinishedAt)
+		}
+	}
+}
