@@ -73,14 +73,21 @@ func TestClaimStartWritesOneEventRow(t *testing.T) {
 // alike.
 func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	f := newFixture(t)
-	for range 4 {
+	drivertest.CompletionEvents(t, f.d, f.runningJobs(4), f.eventStore(), f.at)
+}
+
+// runningJobs enqueues n jobs and claims them started, as a worker does (no
+// request_id).
+func (f *fixture) runningJobs(n int) []*driver.Job {
+	f.t.Helper()
+	for range n {
 		f.enqueue(nil)
 	}
-	jobs := f.claim(driver.ClaimParams{Limit: 4, Start: true})
-	if len(jobs) != 4 {
-		t.Fatalf("claim took %d jobs, want 4", len(jobs))
+	jobs := f.claim(driver.ClaimParams{Limit: n, Start: true})
+	if len(jobs) != n {
+		f.t.Fatalf("claim took %d jobs, want %d", len(jobs), n)
 	}
-	drivertest.CompletionEvents(t, f.d, jobs, f.eventStore(), f.at)
+	return jobs
 }
 
 // eventStore reads how the fixture's driver stores a job's events.
@@ -123,13 +130,7 @@ func (f *fixture) events(id int64) []lifecycle.Event {
 // (migration 010) instead of losing them. The log keeps them once.
 func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	f := newFixture(t)
-	for range 4 {
-		f.enqueue(nil)
-	}
-	jobs := f.claim(driver.ClaimParams{Limit: 4, Start: true})
-	if len(jobs) != 4 {
-		t.Fatalf("claimed %d jobs, want 4", len(jobs))
-	}
+	jobs := f.runningJobs(4)
 	before := map[int64][]lifecycle.Event{}
 	for _, j := range jobs {
 		evs := f.events(j.ID)
