@@ -11,12 +11,12 @@ import (
 )
 
 // EventStore says how a driver stores one job's events, which no Driver method
-// does: the drivers' own tests pass it to ClaimEndings.
+// does: the drivers' own tests pass it to ClaimEndings and CompletionEvents.
 type EventStore struct {
 	// Rows is how many rows of drover_job_events the job has.
 	Rows func(id int64) int
-	// ClaimInRow reports whether the job row still holds a live claim's events
-	// (its claim_seq is set).
+	// ClaimInRow reports whether the job row holds its last claim's events (its
+	// claim_seq is set).
 	ClaimInRow func(id int64) bool
 }
 
