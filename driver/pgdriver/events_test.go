@@ -96,9 +96,13 @@ func TestClaimStartWritesOneEventRow(t *testing.T) {
 func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	t.Parallel()
 	d := open(t)
+	drivertest.CompletionEvents(t, d, runningJobs(t, d, 4), eventStore(t, d), clockFromNow())
+}
+
+// clockFromNow gives the Now fields offsets from the time it was called.
+func clockFromNow() func(time.Duration) *time.Time {
 	t0 := time.Now()
-	drivertest.CompletionEvents(t, d, runningJobs(t, d, 4), eventStore(t, d),
-		func(off time.Duration) *time.Time { x := t0.Add(off); return &x })
+	return func(off time.Duration) *time.Time { x := t0.Add(off); return &x }
 }
 
 // eventStore reads how d stores a job's events.
@@ -250,8 +254,7 @@ func TestClaimEventsOutliveAnyUpdate(t *testing.T) {
 	}
 
 	// Each of Drover's ends of a claim: its own event follows the claim's.
-	t0 := time.Now()
-	at := func(off time.Duration) *time.Time { x := t0.Add(off); return &x }
+	at := clockFromNow()
 	drivertest.ClaimEndings(t, d, jobs, before, store, at)
 
 	// A second claim of the failed (requeued) job keeps its own events in the row again.
