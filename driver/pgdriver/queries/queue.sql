@@ -108,10 +108,19 @@ FROM drover_jobs j WHERE status IN ('succeeded','failed','canceled','skipped') A
 -- that changes after the snapshot leaves at worst a surplus row, which the next
 -- claim (ready) or LeaseTidy (lease) removes. The lease check reads only the due
 -- lease rows (expires_at <= a lease already past), which LeaseTidy keeps few.
+-- The step's bounds come from the primary key alone (an index-only scan where
+-- the pages are all-visible), and only the jobs that can need a repair are
+-- read out of it: before, all $2 jobs were read and kept for the three reads
+-- after it, ~19 against ~15 ms a step of 20,000 mostly finished jobs in the
+-- harness's latency workload, 17.5 against 10 ms on a vacuumed table of 1M.
 -- Answers the last id read (NULL past the end), how many were read, and the
 -- ready and lease repairs.
-WITH scan AS (
-    SELECT id, status, queue, priority, run_at, lease_expires_at, created_at FROM drover_jobs WHERE id > $1 ORDER BY id LIMIT $2
+WITH step AS (
+    SELECT max(id) AS last, count(*) AS read FROM (SELECT id FROM drover_jobs WHERE id > $1 ORDER BY id LIMIT $2) w
+),
+scan AS (
+    SELECT id, status, queue, priority, run_at, lease_expires_at, created_at FROM drover_jobs
+    WHERE id > $1 AND id <= (SELECT last FROM step) AND status IN ('queued','stalled','claimed','running')
 ),
 missing AS (
     INSERT INTO drover_ready (queue, priority, run_at, id)
@@ -133,5 +142,5 @@ leased AS (
     SELECT min(lease_expires_at), array_agg(id ORDER BY id) FROM uncovered HAVING count(*) > 0
     RETURNING cardinality(job_ids) AS n
 )
-SELECT (SELECT max(id) FROM scan), (SELECT count(*) FROM scan), (SELECT count(*) FROM missing),
+SELECT (SELECT last FROM step), (SELECT read FROM step), (SELECT count(*) FROM missing),
        coalesce((SELECT n FROM leased), 0);
