@@ -482,12 +482,12 @@ func (s MigrationStatus) CheckNotAhead() error {
 // Repairer is a driver that keeps sets derived from the job rows beside them
 // (pgdriver: the claimable jobs in drover_ready, the leases in drover_leases)
 // and can repair them a step at a time. The maintenance engine's leader calls
-// RepairStep once per reconcile period, walking the whole table in id order, so
-// a job that became claimable without entering its set (written by an older
-// binary during a rolling upgrade, or by a bug) is claimed one walk after it is
-// a minute old (pgdriver leaves younger jobs to the next walk) instead of never,
-// and a job whose expired lease no set row names is reaped one walk later
-// instead of never.
+// RepairStep once per reconcile period, walking the whole table in id order and
+// starting a walk at most once a minute, so a job that became claimable without
+// entering its set (written by an older binary during a rolling upgrade, or by a
+// bug) is claimed at most a walk and a minute after it is a minute old (pgdriver
+// leaves younger jobs to a later walk) instead of never, and a job whose
+// expired lease no set row names is reaped as long after instead of never.
 type Repairer interface {
 	// RepairStep checks up to limit jobs with ids above after and repairs the
 	// sets for them. It returns the last id checked, or 0 when it reached the end
