@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/signal"
@@ -66,6 +67,7 @@ func run(args []string) error {
 		output      = fl.String("o", "table", "output: table or json")
 		cpuProfile  = fl.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
 		tableFrom   = fl.String("table-from", "", "print the table of a report saved with -o json from this file, and run nothing")
+		latCSV      = fl.String("latency-csv", "", "latency: write one row a job (system, seq, due_ms, late_ms, start_ms, finish_ms, enqueued_unix_ns) to this CSV file, to see when the slow jobs came")
 		memProfile  = fl.String("memprofile", "", "write this process's heap profile (pprof; alloc_space and alloc_objects cover the whole run) to this file at the end")
 	)
 	if err := fl.Parse(args); err != nil {
@@ -146,6 +148,21 @@ func run(args []string) error {
 			return fmt.Errorf("--sqlite-only runs drover and raw only, and --system %s has neither", strings.Join(sysNames, ","))
 		}
 	}
+	var latencyCSV *os.File
+	if *latCSV != "" {
+		if !contains(wl, "latency") {
+			return fmt.Errorf("--latency-csv is written by the latency workload, and --workloads %s leaves it out", strings.Join(wl, ","))
+		}
+		f, err := os.Create(*latCSV)
+		if err != nil {
+			return fmt.Errorf("--latency-csv: %w", err)
+		}
+		defer f.Close()
+		if _, err := io.WriteString(f, latencyCSVHeader); err != nil {
+			return fmt.Errorf("--latency-csv: %w", err)
+		}
+		latencyCSV = f
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -173,7 +190,7 @@ func run(args []string) error {
 	o := opts{
 		jobs: *jobs, insertBatch: *insertBatch, insertWorkers: *insertWork, continuous: *contDur, maxPending: *maxPending,
 		latencyRate: *latRate, latencyDuration: *latDur, backlog: sizes, backlogJobs: *backlogJobs,
-		backlogFuture: *backlogFut, stall: *stall,
+		backlogFuture: *backlogFut, stall: *stall, latencyCSV: latencyCSV,
 	}
 	k := knobs{concurrency: *conc, claimBatch: *claimBatch, completionBatch: *compBatch, pollInterval: *pollMS}
 	rk := riverKnobs{maxWorkers: *riverMaxW, fetchCooldown: *riverCool, fetchPoll: *riverPoll, insertFast: *riverFast}

@@ -32,6 +32,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--sqlite-only", "--workloads", "latency,backlog"}, "--sqlite-only runs burn-down and continuous only, and --workloads latency,backlog has neither"},
 		{[]string{"--sqlite-only", "--system", "river"}, "--sqlite-only runs drover and raw only, and --system river has neither"},
 		{[]string{"burn-down"}, `unexpected argument "burn-down"`},
+		{[]string{"--latency-csv", "lat.csv", "--workloads", "burn-down"}, "--latency-csv is written by the latency workload, and --workloads burn-down leaves it out"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			prof := filepath.Join(t.TempDir(), "cpu.prof")

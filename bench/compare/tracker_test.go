@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,6 +78,39 @@ func TestTrackerScheduleLatency(t *testing.T) {
 	}
 	if fin[1] < sched[1] {
 		t.Errorf("late job: finish %v before start %v, both from the schedule", fin[1], sched[1])
+	}
+}
+
+// The latency CSV has a row a job, in sequence order, with its lateness and
+// its latencies, and 0 for a latency never seen.
+func TestWriteLatencyCSV(t *testing.T) {
+	tr := newTracker(true)
+	tr.reserve(2)
+	at := time.Now().Add(-time.Hour)
+	tr.enqueuedLate(0, at, at.Add(-2*time.Millisecond))
+	tr.enqueuedLate(1, at, at)
+	tr.executedSeq(0) // job 1 never starts
+	var b strings.Builder
+	if err := writeLatencyCSV(&b, "drover", tr, 2, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2:\n%s", len(rows), b.String())
+	}
+	enq := strconv.FormatInt(at.UnixNano(), 10)
+	f0 := strings.Split(rows[0], ",")
+	if f0[0] != "drover" || f0[1] != "0" || f0[2] != "0.000" || f0[3] != "2.000" || f0[5] != "0.000" || f0[6] != enq {
+		t.Errorf("row 0 = %q", rows[0])
+	}
+	if start, err := strconv.ParseFloat(f0[4], 64); err != nil || start < 3.6e6 {
+		t.Errorf("row 0's start_ms = %q, want about an hour", f0[4])
+	}
+	if want := "drover,1,1.000,0.000,0.000,0.000," + enq; rows[1] != want {
+		t.Errorf("row 1 = %q, want %q", rows[1], want)
+	}
+	if n := len(strings.Split(strings.TrimSuffix(latencyCSVHeader, "\n"), ",")); n != len(f0) {
+		t.Errorf("the header has %d columns, a row %d", n, len(f0))
 	}
 }
 

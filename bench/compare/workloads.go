@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -81,6 +83,7 @@ type opts struct {
 	backlogJobs     int
 	backlogFuture   float64
 	stall           time.Duration
+	latencyCSV      io.Writer    // latency: one row a job (writeLatencyCSV); nil: none
 	analyze         func() error // after a burn-down's insert, untimed (nil: none)
 }
 
@@ -360,6 +363,11 @@ func latency(ctx context.Context, s system, o opts) result {
 	if !waitCompleted(ctx, t, total, o.stall) && r.Error == "" {
 		r.Error = fmt.Sprintf("stalled at %d of %d completed", t.completed.Load(), total)
 	}
+	if o.latencyCSV != nil {
+		if err := writeLatencyCSV(o.latencyCSV, s.name(), t, total, interval); err != nil && r.Error == "" {
+			r.Error = "--latency-csv: " + err.Error()
+		}
+	}
 	start, fin := t.latencySamples(0, total, false)
 	r.StartP50, r.StartP99 = ms(percentile(start, 50)), ms(percentile(start, 99))
 	r.FinishP50, r.FinishP99 = ms(percentile(fin, 50)), ms(percentile(fin, 99))
@@ -444,4 +452,28 @@ func backlog(ctx context.Context, s system, o opts, settleFn func() error) []res
 		out = append(out, r)
 	}
 	return out
+}
+
+const latencyCSVHeader = "system,seq,due_ms,late_ms,start_ms,finish_ms,enqueued_unix_ns\n"
+
+// writeLatencyCSV writes a row for each of the latency workload's jobs: when
+// the schedule wanted its insert sent (due_ms, from the workload's start), how
+// late the insert call began (late_ms), its enqueue→start and enqueue→finish
+// latencies (start_ms, finish_ms; 0: never seen) and the wall clock at its
+// enqueue, so the slow jobs can be placed in time: a stall that comes once a
+// second shows as the slow jobs' enqueued_unix_ns sharing a phase of the second
+// (the forty-second session's repair walk, HISTORY.md).
+func writeLatencyCSV(w io.Writer, system string, t *tracker, total int64, interval time.Duration) error {
+	bw := bufio.NewWriter(w)
+	for s := int64(0); s < total; s++ {
+		tc := t.times[s>>chunkBits].Load()
+		if tc == nil {
+			continue
+		}
+		i := s & (chunkSize - 1)
+		fmt.Fprintf(bw, "%s,%d,%.3f,%.3f,%.3f,%.3f,%d\n", system, s, ms(time.Duration(s)*interval),
+			ms(time.Duration(tc.late[i].Load())), ms(time.Duration(tc.start[i].Load())),
+			ms(time.Duration(tc.finish[i].Load())), tc.enq[i].Load())
+	}
+	return bw.Flush()
 }
