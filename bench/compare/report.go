@@ -290,17 +290,27 @@ func orQ(s string) string {
 // up finished jobs, and a few such samples moved a fifth's mean by several
 // percent.
 func heapFifths(hs []memSample, win float64) (first, last float64) {
+	return fifths(hs, win, func(h memSample) float64 { return h.HeapMiB })
+}
+
+// heldFifths is heapFifths for the jobs the worker held at each sample, which
+// the heap follows (Drover only; 0, 0 without a count).
+func heldFifths(hs []memSample, win float64) (first, last float64) {
+	return fifths(hs, win, func(h memSample) float64 { return float64(h.Held) })
+}
+
+func fifths(hs []memSample, win float64, v func(memSample) float64) (first, last float64) {
 	var f, l []float64
 	for _, h := range hs {
 		if h.At > 0 && h.At <= win/5 { // the sample at 0 precedes the load
-			f = append(f, h.HeapMiB)
+			f = append(f, v(h))
 		}
 		if h.At >= win*4/5 {
-			l = append(l, h.HeapMiB)
+			l = append(l, v(h))
 		}
 	}
 	if len(f) == 0 || len(l) == 0 {
-		return hs[0].HeapMiB, hs[len(hs)-1].HeapMiB
+		return v(hs[0]), v(hs[len(hs)-1])
 	}
 	return median(f), median(l)
 }

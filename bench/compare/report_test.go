@@ -18,6 +18,12 @@ func TestHeapFifths(t *testing.T) {
 	if first != 20 || last != 35 {
 		t.Errorf("heapFifths = %v, %v; want 20 (median of the samples at 5, 8 and 10 s), 35 (at 50 s and 60 s)", first, last)
 	}
+	for i := range hs {
+		hs[i].Held = int64(100 * hs[i].HeapMiB)
+	}
+	if first, last := heldFifths(hs, 60); first != 2000 || last != 3500 {
+		t.Errorf("heldFifths = %v, %v; want 2000 and 3500, the same samples' jobs held", first, last)
+	}
 }
 
 // TestPrintSaved: a report saved with -o json prints the same table as the

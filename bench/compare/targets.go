@@ -152,6 +152,12 @@ func targets(results []result) []target {
 		default:
 			change := (last - first) / first
 			t.figure = fmt.Sprintf("%.1f → %.1f MiB, %+.0f%%", first, last, 100*change)
+			// The heap follows the jobs held (each holds its job, its
+			// context and its goroutine until its outcome is durable): say
+			// how many, so a change that is theirs reads as such.
+			if hf, hl := heldFifths(r.Heap, r.WorkSeconds); hf > 0 || hl > 0 {
+				t.figure += fmt.Sprintf(" (jobs held %.0f → %.0f)", hf, hl)
+			}
 			// The line is over five minutes: in a shorter run the first fifth
 			// is the worker filling its slots and buffers, so a rise says
 			// nothing of a leak.
