@@ -18,7 +18,6 @@ type Config struct {
 	LeaderTTL         time.Duration // leadership lease [15s]
 	ReapInterval      time.Duration // lease reaper period [1s]
 	ReconcileInterval time.Duration // wake-up reconciler period [1s]
-	RepairWalkEvery   time.Duration // a repair walk (driver.Repairer) starts at most this often [1m]
 	RetentionInterval time.Duration // retention period [1m]
 	Retention         time.Duration // finished jobs older than this are deleted; negative: keep forever [7 days]
 	Logger            *slog.Logger
@@ -68,9 +67,6 @@ func New(drv driver.Driver, cfg Config) *Engine {
 	}
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = time.Second
-	}
-	if cfg.RepairWalkEvery <= 0 {
-		cfg.RepairWalkEvery = time.Minute
 	}
 	if cfg.RetentionInterval <= 0 {
 		cfg.RetentionInterval = time.Minute
@@ -187,7 +183,7 @@ func (e *Engine) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 	loop(e.cfg.ReapInterval, e.reap)
 	loop(e.cfg.ReconcileInterval, e.reconcile)
 	if r, ok := e.drv.(driver.Repairer); ok {
-		w := &repairWalk{r: r, log: e.log, size: repairStep, rest: e.cfg.RepairWalkEvery} // one goroutine runs its steps
+		w := &repairWalk{r: r, log: e.log, size: repairStep, rest: repairRest} // one goroutine runs its steps
 		loop(e.cfg.ReconcileInterval, func(ctx context.Context) { w.step(ctx, time.Now()) })
 	}
 	if e.cfg.Retention > 0 {
@@ -245,6 +241,9 @@ func (e *Engine) reconcile(ctx context.Context) {
 // repairStep is how many jobs one repair step reads: at one step a second, a
 // walk of 5M jobs takes about four minutes.
 const repairStep = 20_000
+
+// repairRest is how often a repair walk may begin (repairWalk).
+const repairRest = time.Minute
 
 // repairWalk walks the driver's repair steps through the job table in id
 // order, one step a call. A walk that reaches the end of the table starts again

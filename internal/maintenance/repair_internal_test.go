@@ -3,7 +3,6 @@ package maintenance
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -48,7 +47,7 @@ func TestRepairWalkRestsBetweenWalks(t *testing.T) {
 	}
 	id := func(i int) int64 { return res[i].Job.ID }
 	rec := &stepRecorder{Repairer: drv.(driver.Repairer), fail: true}
-	w := &repairWalk{r: rec, log: slog.New(slog.NewTextHandler(io.Discard, nil)), size: 2, rest: time.Minute}
+	w := &repairWalk{r: rec, log: slog.New(slog.DiscardHandler), size: 2, rest: time.Minute}
 	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		at    time.Duration
