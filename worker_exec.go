@@ -90,7 +90,8 @@ func (x *execution) runTask() {
 		ctx = x.group.deadline(timeout)
 		x.giveUpAt = leaseFrom.Add(timeout).Add(w.grace(lease))
 	}
-	x.ctx, x.cancel = context.WithCancelCause(ctx)
+	ctx, x.cancel = context.WithCancelCause(ctx)
+	x.ctx = ctx
 	// The first heartbeat is due one interval into the lease, which runs from
 	// the claim's sending, not from the handler's start.
 	x.hbAt = leaseFrom.Add(interval)
@@ -98,7 +99,7 @@ func (x *execution) runTask() {
 	x.timer = time.AfterFunc(x.nextDue(began), x.tick)
 	x.mu.Unlock()
 	w.running.add(x)
-	x.run()
+	x.run(ctx)
 }
 
 // release frees the handler's slot: called once, when the handler has
@@ -134,11 +135,13 @@ type execution struct {
 	// on a handler that has not returned at giveUpAt: its grace after its
 	// context ended, which, for a timeout, is known from the start. Most jobs
 	// end before either, and the timer is stopped unfired.
+	// stopTimer drops the timer, and finish the handler's context once it
+	// read its cause (releaseContext): a job whose success waits for its
+	// completion batch holds neither.
 	timer      *time.Timer
 	mu         sync.Mutex
 	hbAt       time.Time // zero once the loop started
 	giveUpAt   time.Time // zero: none (no timeout, and the context has not ended)
-	timerDone  bool      // stopTimer was called
 	hbQuit     chan struct{}
 	hbDone     chan struct{}
 	prev, next *execution // in w.running
@@ -146,15 +149,31 @@ type execution struct {
 	// Who had the last word, the handler returning (callAnswered) or the
 	// worker giving up on it (callAbandoned); only the first of the two
 	// happens.
-	state atomic.Int32
+	state     atomic.Int32
+	timerDone bool // stopTimer was called
 
-	// The report (see report).
-	o        outcome
+	// The report (see report): a success's result, or its failure.
 	result   json.RawMessage // of a success
-	f        failure
-	snooze   time.Duration
-	snoozed  bool
-	deadline time.Time // of the report's attempts
+	failed   *failReport     // nil: a success
+	deadline time.Time       // of the report's attempts
+}
+
+// failReport is the report of a handler that did not succeed. It is apart
+// from execution, which every job held carries until its outcome is written,
+// so that a success, the common case, carries none of it.
+type failReport struct {
+	err     error // the handler's, as reported
+	f       failure
+	snooze  time.Duration
+	snoozed bool
+}
+
+// reportErr is the error reported: nil for a success.
+func (x *execution) reportErr() error {
+	if x.failed == nil {
+		return nil
+	}
+	return x.failed.err
 }
 
 const (
@@ -171,12 +190,16 @@ const (
 // the handlers really running: a handler that ignores its context still holds
 // whatever it was using, and on a queue whose every slot is taken this worker
 // cannot start the job's retry beside it.
-func (x *execution) run() {
+//
+// ctx is the handler's context, x.ctx as runTask set it: read from x, it
+// could already be released (releaseContext) by a grace timer that fired
+// before the handler started.
+func (x *execution) run(ctx context.Context) {
 	if x.h == nil {
 		x.answered(outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, x.job.Kind)})
 		return
 	}
-	x.answered(x.call())
+	x.answered(x.call(ctx))
 }
 
 // call is the handler's outcome. A handler that ends the goroutine
@@ -184,7 +207,7 @@ func (x *execution) run() {
 // is over: call's deferred function answers for it as the goroutine unwinds;
 // without an answer the job would hold its slot and lease until its timeout,
 // or for ever.
-func (x *execution) call() (o outcome) {
+func (x *execution) call(ctx context.Context) (o outcome) {
 	returned := false
 	defer func() {
 		if r := recover(); r != nil {
@@ -193,7 +216,7 @@ func (x *execution) call() (o outcome) {
 			x.answered(outcome{err: errHandlerGoexit})
 		}
 	}()
-	res, err := x.h.run(x.ctx, x.job)
+	res, err := x.h.run(ctx, x.job)
 	returned = true
 	return outcome{result: res, err: err}
 }
@@ -211,11 +234,17 @@ func (x *execution) answered(o outcome) {
 
 // end cancels the handler's context with cause, and gives the handler its
 // grace from now to return.
+//
+// Once finish released the context (releaseContext), the handler has returned
+// or was given up on after its context ended, and there is nothing to end.
 func (x *execution) end(cause error) {
-	x.cancel(cause)
-	now := time.Now()
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.cancel == nil {
+		return
+	}
+	x.cancel(cause)
+	now := time.Now()
 	if at := now.Add(x.w.grace(x.lease)); !x.timerDone && (x.giveUpAt.IsZero() || at.Before(x.giveUpAt)) {
 		x.giveUpAt = at
 		x.timer.Reset(x.nextDue(now))
@@ -279,9 +308,11 @@ func (x *execution) tick() {
 func (x *execution) stopTimer() {
 	x.mu.Lock()
 	x.timerDone = true
+	t := x.timer
+	x.timer = nil // tick and end touch it only before timerDone
 	quit, done := x.hbQuit, x.hbDone
 	x.mu.Unlock()
-	x.timer.Stop()
+	t.Stop()
 	if quit != nil {
 		close(quit)
 		<-done
@@ -312,7 +343,7 @@ func (x *execution) finish(o outcome) {
 	x.stopTimer()
 	o.err = readable(o.err) // before anything below reads it
 
-	cause := context.Cause(x.ctx)
+	cause := x.releaseContext()
 	switch {
 	case errors.Is(cause, errLeaseLost), errors.Is(cause, errCanceled):
 		// The job is no longer ours: whatever we report would be rejected.
@@ -348,11 +379,26 @@ func (x *execution) finish(o outcome) {
 	x.report(o)
 }
 
+// releaseContext cancels the handler's context, which has returned or was
+// given up on after its context ended, and drops it, and returns its cause
+// before that: called once, by finish, which whoever had the last word on the
+// handler (state) calls. A handler's context so ends when it returns, as an
+// HTTP request's does, not once its outcome is written; a success waiting for
+// its completion batch holds no context, and a hard stop that comes then has
+// nothing to end (end).
+func (x *execution) releaseContext() (cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	cause = context.Cause(x.ctx)
+	x.cancel(nil)
+	x.ctx, x.cancel = nil, nil
+	return cause
+}
+
 // done ends the execution once its outcome is written or given up on: it
-// releases the job's contexts and calls ended.
+// calls ended. Its context was released already (finish).
 func (x *execution) done() {
 	x.w.running.remove(x)
-	x.cancel(nil)
 	x.ended()
 }
 
@@ -638,9 +684,10 @@ func (x *execution) report(o outcome) {
 			}
 		}
 	}
-	x.o = o
 	if o.err != nil {
-		x.f, x.snooze, x.snoozed = w.classify(job, x.h, o.err, o.stopped)
+		r := &failReport{err: o.err}
+		r.f, r.snooze, r.snoozed = w.classify(job, x.h, o.err, o.stopped)
+		x.failed = r
 		if o.abandoned {
 			// The handler may still be running: its job runs again no sooner
 			// than its lease, renewed at most a lease ago, would have expired,
@@ -648,8 +695,8 @@ func (x *execution) report(o outcome) {
 			// worker ran it beside the abandoned handler at once; a remote
 			// worker's server applies its own backoff, so the delay is asked
 			// of it (retry_after_seconds).
-			x.f.retryDelay = max(x.f.retryDelay, x.lease)
-			x.f.minDelay = x.lease
+			r.f.retryDelay = max(r.f.retryDelay, x.lease)
+			r.f.minDelay = x.lease
 		}
 	}
 	local, isLocal := w.be.(*localBackend)
@@ -685,15 +732,15 @@ func (x *execution) reportFrom(first error) {
 		switch {
 		case first != nil:
 			err, first = first, nil
-		case x.o.err == nil:
+		case x.failed == nil:
 			err = w.be.complete(x.deadline, x.fence, x.result, retry)
 			outcome = "succeeded"
-		case x.snoozed:
-			err = w.be.snooze(x.deadline, x.fence, x.snooze)
+		case x.failed.snoozed:
+			err = w.be.snooze(x.deadline, x.fence, x.failed.snooze)
 			outcome = "snoozed"
 		default:
 			var dead bool
-			dead, err = w.be.fail(x.deadline, x.fence, x.f)
+			dead, err = w.be.fail(x.deadline, x.fence, x.failed.f)
 			outcome = "retried"
 			if dead {
 				outcome = "failed"
@@ -719,8 +766,12 @@ func (x *execution) reportFrom(first error) {
 				// expires and the reaper counts the execution again.
 				refused = true
 				log.Error("result refused; reporting a failure instead", "err", err)
-				x.f = refusedFailure(x.o.err, x.snoozed, x.f, err)
-				x.o.err, x.snoozed = errors.New(x.f.err), false
+				var r failReport
+				if x.failed != nil {
+					r = *x.failed
+				}
+				f := refusedFailure(r.err, r.snoozed, r.f, err)
+				x.failed = &failReport{err: errors.New(f.err), f: f}
 				continue
 			}
 			log.Error("result refused; the job will be retried after its lease expires", "err", err)
@@ -756,7 +807,7 @@ func (x *execution) reported(outcome string) {
 		w.stats.Retried.Add(1)
 	}
 	if log.enabled(slog.LevelInfo) {
-		log.Info("job finished", "outcome", outcomeName(x.o.err), "took", time.Since(x.began).Round(time.Microsecond))
+		log.Info("job finished", "outcome", outcomeName(x.reportErr()), "took", time.Since(x.began).Round(time.Microsecond))
 	}
 	if obs := w.cfg.Observer; obs != nil {
 		took := time.Since(x.began)
