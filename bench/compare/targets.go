@@ -152,9 +152,10 @@ func targets(results []result) []target {
 		default:
 			change := (last - first) / first
 			t.figure = fmt.Sprintf("%.1f → %.1f MiB, %+.0f%%", first, last, 100*change)
-			// The heap follows the jobs held (each holds its job, its
-			// context and its goroutine until its outcome is durable): say
-			// how many, so a change that is theirs reads as such.
+			// The heap follows the jobs held (each holds its job and its
+			// execution until its outcome is durable, and its context, timer
+			// and goroutine while its handler runs): say how many, so a
+			// change that is theirs reads as such.
 			if hf, hl := heldFifths(r.Heap, r.WorkSeconds); hf > 0 || hl > 0 {
 				t.figure += fmt.Sprintf(" (jobs held %.0f → %.0f)", hf, hl)
 			}
