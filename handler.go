@@ -16,6 +16,9 @@ import (
 // HandlerFunc handles one job of a kind, receiving its args decoded into T. The
 // result (any JSON-encodable value, or nil) is stored on the job. Return
 // Permanent(err) to fail without retrying, or Snooze(d) to run again later.
+// ctx ends on the job's timeout, an operator's cancel of it, the worker's hard
+// stop or a lease the worker could not renew, and when the handler returns, as
+// an HTTP request's does: do not hand it to work the handler leaves running.
 type HandlerFunc[T any] func(ctx context.Context, job *Job, args T) (any, error)
 
 // Workers is the registry of handlers by kind. Register handlers before starting a
