@@ -99,20 +99,22 @@ func SameEvents(t *testing.T, what string, got, want []lifecycle.Event) {
 	}
 }
 
-// CompletionEvents completes four running jobs, each claimed and started by a
-// worker's claim without a request_id: two one at a time (JobComplete), without
-// a request_id and with one, and two in one batch (JobCompleteMany), the same
-// way. A completion without a request_id (every library worker's) keeps its
-// succeeded event in the job row beside the claim's and writes no event row;
-// one with a request_id writes its row, which a replay is answered from, and
-// the claim's, which its end wrote out. JobEvents reads both alike: enqueued,
-// claimed, started, then succeeded at the row's rev and finished_at, by the
-// worker that claimed the job. at gives each completion's Now.
+// CompletionEvents completes six running jobs, each claimed and started by a
+// worker's claim without a request_id, in pairs, one without a request_id and
+// one with: one at a time (JobComplete), in one batch (JobCompleteMany) and in
+// one batch answering only errors (JobCompleteManyErrs). A completion without
+// a request_id (every library worker's) keeps its succeeded event in the job
+// row beside the claim's and writes no event row; one with a request_id writes
+// its row, which a replay is answered from, and the claim's, which its end
+// wrote out. JobEvents reads both alike: enqueued, then claimed and started at
+// the claim's time by the worker, at its attempt, then succeeded at the row's
+// rev and finished_at, by the worker that claimed the job. at gives each
+// completion's Now.
 func CompletionEvents(t *testing.T, d driver.Driver, jobs []*driver.Job, store EventStore, at func(time.Duration) *time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	if len(jobs) != 4 {
-		t.Fatalf("CompletionEvents takes 4 running jobs, got %d", len(jobs))
+	if len(jobs) != 6 {
+		t.Fatalf("CompletionEvents takes 6 running jobs, got %d", len(jobs))
 	}
 	complete := func(j *driver.Job, req string) driver.CompleteParams {
 		return driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, RequestID: req, Now: at(time.Second)}}
@@ -130,6 +132,13 @@ func CompletionEvents(t *testing.T, d driver.Driver, jobs []*driver.Job, store E
 			t.Fatal(o.Err)
 		}
 		done[many[i].ID] = many[i].RequestID
+	}
+	errs := []driver.CompleteParams{complete(jobs[4], ""), complete(jobs[5], "c3")}
+	for i, err := range d.JobCompleteManyErrs(ctx, errs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		done[errs[i].ID] = errs[i].RequestID
 	}
 	for _, j := range jobs {
 		req := done[j.ID]
@@ -152,6 +161,12 @@ func CompletionEvents(t *testing.T, d driver.Driver, jobs []*driver.Job, store E
 			t.Fatalf("job %d: events %+v, want enqueued, claimed, started, succeeded", j.ID, evs)
 		}
 		s, by := evs[3], "worker:"+j.Owner
+		for _, c := range evs[1:3] {
+			if j.StartedAt == nil || !c.At.Equal(*j.StartedAt) || c.Actor != by || c.Attempt != j.Attempt || c.RequestID != "" || c.JobID != j.ID {
+				t.Errorf("job %d (request_id %q): %s event %+v, want at the claim's start %v by %s, attempt %d",
+					j.ID, req, c.Type, c, j.StartedAt, by, j.Attempt)
+			}
+		}
 		if s.Type != lifecycle.EventSucceeded || s.From != lifecycle.StatusRunning || s.To != lifecycle.StatusSucceeded ||
 			s.Seq != now.Rev || s.Seq != evs[2].Seq+1 || now.FinishedAt == nil || !s.At.Equal(*now.FinishedAt) ||
 			s.Actor != by || s.Attempt != j.Attempt || s.RequestID != req || s.JobID != j.ID {

@@ -92,11 +92,12 @@ func TestClaimStartWritesOneEventRow(t *testing.T) {
 // A completion without a request_id (every library worker's) keeps its
 // succeeded event in the job row (migration 009) and writes no event row; one
 // with a request_id writes its row, which a replay is answered from. JobEvents
-// reads both alike; JobComplete and JobCompleteMany store them alike.
+// reads both alike; JobComplete, JobCompleteMany and JobCompleteManyErrs store
+// them alike.
 func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	t.Parallel()
 	d := open(t)
-	drivertest.CompletionEvents(t, d, runningJobs(t, d, 4), eventStore(t, d), clockFromNow())
+	drivertest.CompletionEvents(t, d, runningJobs(t, d, 6), eventStore(t, d), clockFromNow())
 }
 
 // clockFromNow gives the Now fields offsets from the time it was called.

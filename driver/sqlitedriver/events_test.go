@@ -69,11 +69,11 @@ func TestClaimStartWritesOneEventRow(t *testing.T) {
 
 // A completion without a request_id keeps its succeeded event in the job row
 // (migration 005) and writes no event row; one with a request_id writes its
-// row. EventList reads both alike; JobComplete and JobCompleteMany store them
-// alike.
+// row. EventList reads both alike; JobComplete, JobCompleteMany and
+// JobCompleteManyErrs store them alike.
 func TestCompletionWithoutRequestIDWritesNoEventRow(t *testing.T) {
 	f := newFixture(t)
-	drivertest.CompletionEvents(t, f.d, f.runningJobs(4), f.eventStore(), f.at)
+	drivertest.CompletionEvents(t, f.d, f.runningJobs(6), f.eventStore(), f.at)
 }
 
 // runningJobs enqueues n jobs and claims them started, as a worker does (no

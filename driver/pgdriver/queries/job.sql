@@ -772,6 +772,8 @@ j AS (
       -- index and fail the whole batch. Not evaluated without a request_id.
       AND (input.request_id = '' OR NOT EXISTS (
           SELECT 1 FROM drover_job_events e WHERE e.job_id = input.id AND e.request_id = input.request_id))
+    -- completeManyOrds (job_transition.go) returns only the columns gone, fin
+    -- and its answer read: keep it in step with them.
     RETURNING drover_jobs.*, input.request_id AS req, input.ord AS ord
 ),
 gone AS MATERIALIZED (
