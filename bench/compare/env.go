@@ -62,8 +62,9 @@ func withSearchPath(dbURL, schema string) (string, error) {
 	return u.String(), nil
 }
 
-// newPool opens a pool on schema with the same settings for every system.
-func newPool(ctx context.Context, dbURL, schema string, maxConns int) (*pgxpool.Pool, error) {
+// newPool opens a pool on schema with the same settings for every system; a
+// system's pool explains its statements to ex (--explain), when ex is not nil.
+func newPool(ctx context.Context, dbURL, schema string, maxConns int, ex *explainLog, system string) (*pgxpool.Pool, error) {
 	u, err := withSearchPath(dbURL, schema)
 	if err != nil {
 		return nil, err
@@ -75,6 +76,7 @@ func newPool(ctx context.Context, dbURL, schema string, maxConns int) (*pgxpool.
 	if maxConns > 0 {
 		cfg.MaxConns = int32(maxConns)
 	}
+	ex.configure(system, cfg)
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 

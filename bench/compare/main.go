@@ -68,6 +68,7 @@ func run(args []string) error {
 		cpuProfile  = fl.String("cpuprofile", "", "write this process's CPU profile (pprof) for the whole run to this file")
 		tableFrom   = fl.String("table-from", "", "print the table of a report saved with -o json from this file, and run nothing")
 		latCSV      = fl.String("latency-csv", "", "latency: write one row a job (system, seq, due_ms, late_ms, start_ms, finish_ms, enqueued_unix_ns) to this CSV file, to see when the slow jobs came")
+		explainF    = fl.String("explain", "", "write the plan of every statement each PostgreSQL system runs (EXPLAIN (ANALYZE, BUFFERS), sent by auto_explain; needs a superuser), each statement's calls and share of the system's time, to this file; timing every plan node slows every statement, so the run's figures are not for comparison and its targets are not judged")
 		memProfile  = fl.String("memprofile", "", "write this process's heap profile (pprof; alloc_space and alloc_objects cover the whole run) to this file at the end")
 	)
 	if err := fl.Parse(args); err != nil {
@@ -147,6 +148,9 @@ func run(args []string) error {
 		if !contains(sysNames, "drover") && !contains(sysNames, "raw") {
 			return fmt.Errorf("--sqlite-only runs drover and raw only, and --system %s has neither", strings.Join(sysNames, ","))
 		}
+		if *explainF != "" {
+			return errors.New("--explain explains PostgreSQL's statements, and --sqlite-only contacts no PostgreSQL")
+		}
 	}
 	var latencyCSV *os.File
 	if *latCSV != "" {
@@ -162,6 +166,25 @@ func run(args []string) error {
 			return fmt.Errorf("--latency-csv: %w", err)
 		}
 		latencyCSV = f
+	}
+	var ex *explainLog
+	if *explainF != "" {
+		f, err := os.Create(*explainF)
+		if err != nil {
+			return fmt.Errorf("--explain: %w", err)
+		}
+		ex = newExplainLog()
+		defer func() {
+			// What was explained is written even when the run failed: it
+			// may be what says why.
+			werr := ex.write(f)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				fmt.Fprintln(os.Stderr, "compare: --explain:", werr)
+			}
+		}()
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -215,11 +238,11 @@ func run(args []string) error {
 		for _, n := range sysNames {
 			switch n {
 			case "drover":
-				systems = append(systems, newDroverPG(admin, *dbURL, *maxConns, k))
+				systems = append(systems, newDroverPG(admin, *dbURL, *maxConns, ex, k))
 			case "river":
-				systems = append(systems, newRiver(admin, *dbURL, *maxConns, rk))
+				systems = append(systems, newRiver(admin, *dbURL, *maxConns, ex, rk))
 			case "raw":
-				systems = append(systems, newRawPG(admin, *dbURL, *maxConns, k))
+				systems = append(systems, newRawPG(admin, *dbURL, *maxConns, ex, k))
 			}
 		}
 	}
@@ -285,6 +308,9 @@ func run(args []string) error {
 	}
 	rep := report{Machine: mach, Settings: describeSettings(o, k, rk, wl)}
 	rep.Settings["burn_down_rounds"] = fmt.Sprint(*burnRounds)
+	if ex != nil {
+		rep.Settings["explain"] = *explainF
+	}
 	for _, w := range wl {
 		runOn := systems
 		if w == "burn-down" || w == "continuous" {
@@ -341,7 +367,7 @@ func openPG(ctx context.Context, dbURL string, maxConns int) (*pgxpool.Pool, int
 	if err := ensureDatabase(ctx, dbURL); err != nil {
 		return nil, 0, nil, err
 	}
-	admin, err := newPool(ctx, dbURL, "public", 3)
+	admin, err := newPool(ctx, dbURL, "public", 3, nil, "")
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -367,7 +393,7 @@ func openPG(ctx context.Context, dbURL string, maxConns int) (*pgxpool.Pool, int
 		lock.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext('drover bench/compare'))")
 		lock.Release()
 	}
-	probe, err := newPool(ctx, dbURL, "public", maxConns)
+	probe, err := newPool(ctx, dbURL, "public", maxConns, nil, "")
 	if err != nil {
 		unlock()
 		admin.Close()

@@ -31,6 +31,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"-o", "xml"}, `-o must be table or json, got "xml"`},
 		{[]string{"--sqlite-only", "--workloads", "latency,backlog"}, "--sqlite-only runs burn-down and continuous only, and --workloads latency,backlog has neither"},
 		{[]string{"--sqlite-only", "--system", "river"}, "--sqlite-only runs drover and raw only, and --system river has neither"},
+		{[]string{"--sqlite-only", "--explain", "plans.txt"}, "--explain explains PostgreSQL's statements, and --sqlite-only contacts no PostgreSQL"},
 		{[]string{"burn-down"}, `unexpected argument "burn-down"`},
 		{[]string{"--latency-csv", "lat.csv", "--workloads", "burn-down"}, "--latency-csv is written by the latency workload, and --workloads burn-down leaves it out"},
 	} {

@@ -238,7 +238,11 @@ func (r report) writeTable(w io.Writer) {
 	fmt.Fprintln(w, cpuNote)
 	writeShares(w, r.Results)
 	writeRounds(w, r.Results)
-	writeTargets(w, r.Results)
+	if file := r.Settings["explain"]; file != "" {
+		fmt.Fprintf(w, "\nthe issue's targets: not judged: this run explained every statement to %s (--explain), which slows them\n", file)
+	} else {
+		writeTargets(w, r.Results)
+	}
 	for _, e := range errs {
 		fmt.Fprintln(w, "ERROR:", e)
 	}

@@ -30,6 +30,7 @@ type droverSys struct {
 	dbURL    string
 	schema   string
 	maxConns int
+	explain  *explainLog
 	pool     *pgxpool.Pool
 	// SQLite
 	sqlitePath string
@@ -44,8 +45,8 @@ type droverSys struct {
 	doneTemplate, futureTemplate int64
 }
 
-func newDroverPG(admin *pgxpool.Pool, dbURL string, maxConns int, k knobs) *droverSys {
-	return &droverSys{label: "drover", k: k, admin: admin, dbURL: dbURL, schema: "bench_drover", maxConns: maxConns}
+func newDroverPG(admin *pgxpool.Pool, dbURL string, maxConns int, ex *explainLog, k knobs) *droverSys {
+	return &droverSys{label: "drover", k: k, admin: admin, dbURL: dbURL, schema: "bench_drover", maxConns: maxConns, explain: ex}
 }
 
 func newDroverSQLite(dir string, k knobs) *droverSys {
@@ -67,7 +68,7 @@ func (s *droverSys) reset(ctx context.Context) error {
 		if err := resetSchema(ctx, s.admin, s.schema); err != nil {
 			return err
 		}
-		if s.pool, err = newPool(ctx, s.dbURL, s.schema, s.maxConns); err != nil {
+		if s.pool, err = newPool(ctx, s.dbURL, s.schema, s.maxConns, s.explain, s.label); err != nil {
 			return err
 		}
 		s.drv, err = pgdriver.NewFromPool(ctx, s.pool, pgdriver.Options{})

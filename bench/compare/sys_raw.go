@@ -202,11 +202,12 @@ type rawPG struct {
 	dbURL    string
 	schema   string
 	maxConns int
+	explain  *explainLog
 	pool     *pgxpool.Pool
 }
 
-func newRawPG(admin *pgxpool.Pool, dbURL string, maxConns int, k knobs) *rawSys {
-	return &rawSys{label: "raw", k: k, store: &rawPG{admin: admin, dbURL: dbURL, schema: "bench_raw", maxConns: maxConns}}
+func newRawPG(admin *pgxpool.Pool, dbURL string, maxConns int, ex *explainLog, k knobs) *rawSys {
+	return &rawSys{label: "raw", k: k, store: &rawPG{admin: admin, dbURL: dbURL, schema: "bench_raw", maxConns: maxConns, explain: ex}}
 }
 
 func (r *rawPG) reset(ctx context.Context) error {
@@ -218,7 +219,7 @@ func (r *rawPG) reset(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if r.pool, err = newPool(ctx, r.dbURL, r.schema, r.maxConns); err != nil {
+	if r.pool, err = newPool(ctx, r.dbURL, r.schema, r.maxConns, r.explain, "raw"); err != nil {
 		return err
 	}
 	// state: 0 queued, 1 running, 2 done.

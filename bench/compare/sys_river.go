@@ -48,6 +48,7 @@ type riverSys struct {
 	dbURL    string
 	schema   string
 	maxConns int
+	explain  *explainLog
 
 	pool    *pgxpool.Pool
 	client  *river.Client[pgx.Tx] // the working client while started, else an insert-only one
@@ -57,8 +58,8 @@ type riverSys struct {
 	doneTemplate, futureTemplate int64
 }
 
-func newRiver(admin *pgxpool.Pool, dbURL string, maxConns int, k riverKnobs) *riverSys {
-	return &riverSys{k: k, admin: admin, dbURL: dbURL, schema: "bench_river", maxConns: maxConns}
+func newRiver(admin *pgxpool.Pool, dbURL string, maxConns int, ex *explainLog, k riverKnobs) *riverSys {
+	return &riverSys{k: k, admin: admin, dbURL: dbURL, schema: "bench_river", maxConns: maxConns, explain: ex}
 }
 
 func (s *riverSys) name() string { return "river" }
@@ -75,7 +76,7 @@ func (s *riverSys) reset(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if s.pool, err = newPool(ctx, s.dbURL, s.schema, s.maxConns); err != nil {
+	if s.pool, err = newPool(ctx, s.dbURL, s.schema, s.maxConns, s.explain, s.name()); err != nil {
 		return err
 	}
 	m, err := rivermigrate.New(riverpgxv5.New(s.pool), &rivermigrate.Config{Schema: s.schema, Logger: discard})
