@@ -93,9 +93,38 @@ var (
 	explainHead = regexp.MustCompile(`^duration: ([0-9.]+) ms\s+plan:\n`)
 	// The plan's top node, the first unindented line with estimates and
 	// actuals: the query text before it cannot be told from the plan otherwise.
-	explainTop  = regexp.MustCompile(`(?m)^\S.*\(cost=[0-9.]+\.\.[0-9.]+ rows=\d+ width=\d+\) \(actual (?:time=[0-9.]+\.\.[0-9.]+ )?rows=(\d+) loops=(\d+)\)`)
-	explainText = "Query Text: "
+	explainTop = regexp.MustCompile(`(?m)^\S.*\(cost=[0-9.]+\.\.[0-9.]+ rows=\d+ width=\d+\) \(actual (?:time=[0-9.]+\.\.[0-9.]+ )?rows=\d+ loops=\d+\)`)
+	// A node's actual rows and loops, wherever it is in the plan.
+	explainActual = regexp.MustCompile(`\(actual (?:time=[0-9.]+\.\.[0-9.]+ )?rows=(\d+) loops=(\d+)\)`)
+	explainText   = "Query Text: "
 )
+
+// planRows is the rows a plan's top node gave, or, for an INSERT, UPDATE or
+// DELETE that returns none (whose top node gives 0), the rows its first child
+// fed it: the rows the statement wrote, or tried to.
+func planRows(plan string) int64 {
+	rows := func(s string) int64 {
+		m := explainActual.FindStringSubmatch(s)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		loops, _ := strconv.ParseInt(m[2], 10, 64)
+		return n * loops
+	}
+	top, rest, _ := strings.Cut(plan, "\n")
+	n := rows(top)
+	if n > 0 || !strings.Contains(top, " on ") || !slices.ContainsFunc([]string{"Insert ", "Update ", "Delete ", "Merge "},
+		func(p string) bool { return strings.HasPrefix(top, p) }) {
+		return n
+	}
+	for _, line := range strings.Split(rest, "\n") {
+		if strings.HasPrefix(line, "  ->  ") { // a child of the top node, not of an InitPlan under it
+			return rows(line)
+		}
+	}
+	return 0
+}
 
 // add files one notice of system's: a plan, or a notice of another kind,
 // which is counted and dropped.
@@ -111,11 +140,9 @@ func (l *explainLog) add(system, msg string) {
 	body := msg[len(m[0])+len(explainText):]
 	query, plan := body, ""
 	var rows int64
-	if loc := explainTop.FindStringSubmatchIndex(body); loc != nil {
+	if loc := explainTop.FindStringIndex(body); loc != nil {
 		query, plan = body[:loc[0]], body[loc[0]:]
-		n, _ := strconv.ParseInt(body[loc[2]:loc[3]], 10, 64)
-		loops, _ := strconv.ParseInt(body[loc[4]:loc[5]], 10, 64)
-		rows = n * loops
+		rows = planRows(plan)
 	}
 	key := explainKey{system, strings.TrimSpace(query)}
 
@@ -156,7 +183,8 @@ func (l *explainLog) write(out io.Writer) error {
 	fmt.Fprintln(w, "# the run's throughput and latency are not comparable with a run without --explain; the")
 	fmt.Fprintln(w, "# plans, buffers and each statement's share of a system's time are what this is for.")
 	fmt.Fprintln(w, "# rows: the top plan node's actual rows, summed over the calls (the jobs a claim or a")
-	fmt.Fprintln(w, "# completion answered, for the statements that answer their jobs).")
+	fmt.Fprintln(w, "# completion answered, for the statements that answer their jobs); for an INSERT, UPDATE")
+	fmt.Fprintln(w, "# or DELETE that returns nothing, the rows its plan fed it.")
 	if l.garbled > 0 {
 		fmt.Fprintf(w, "# %d notices were not plans and were left out\n", l.garbled)
 	}

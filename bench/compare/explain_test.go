@@ -33,10 +33,19 @@ func TestExplainLogFilesPlansByStatement(t *testing.T) {
 	l.add("drover", planNotice("1.000", claimQuery, claimTop, claimRest))
 	l.add("drover", planNotice("0.010", "SELECT 1", "Result  (cost=0.00..0.01 rows=1 width=4) (actual time=0.001..0.001 rows=1 loops=1)", ""))
 	l.add("raw", planNotice("2.000", claimQuery, claimTop, claimRest)) // the same text, another system
-	l.add("drover", "relation \"x\" already exists, skipping")         // not a plan
+	// An UPDATE that returns nothing: its rows are those its child fed it, not
+	// those of an InitPlan's.
+	l.add("raw", planNotice("1.000", "UPDATE raw_jobs SET state = 2 WHERE id = ANY($1)",
+		"Update on raw_jobs  (cost=0.42..40.00 rows=0 width=0) (actual time=0.900..0.900 rows=0 loops=1)",
+		"  InitPlan 1 (returns $0)\n    ->  Function Scan on unnest  (cost=0.00..0.01 rows=1 width=4) (actual time=0.001..0.001 rows=1 loops=1)\n"+
+			"  ->  Index Scan using raw_jobs_pkey on raw_jobs  (cost=0.42..40.00 rows=500 width=10) (actual time=0.010..0.500 rows=500 loops=1)"))
+	l.add("drover", "relation \"x\" already exists, skipping") // not a plan
 
-	if len(l.stmts) != 3 {
-		t.Fatalf("%d statements filed, want 3 (drover's two, raw's one): %v", len(l.stmts), l.stmts)
+	if len(l.stmts) != 4 {
+		t.Fatalf("%d statements filed, want 4 (drover's two, raw's two): %v", len(l.stmts), l.stmts)
+	}
+	if u := l.stmts[explainKey{"raw", "UPDATE raw_jobs SET state = 2 WHERE id = ANY($1)"}]; u == nil || u.rows != 500 {
+		t.Errorf("raw's update: %+v; want 500 rows, from its index scan", u)
 	}
 	claim := l.stmts[explainKey{"drover", claimQuery}]
 	if claim == nil || claim.calls != 3 || claim.rows != 1500 || claim.slowest.ms != 9 || len(claim.sample) != 3 {
@@ -62,7 +71,7 @@ func TestExplainLogFilesPlansByStatement(t *testing.T) {
 		"-- a call near the median (3.000 ms):\n" + claimTop + "\n" + claimRest + "\n",
 		"-- the slowest call (9.000 ms):\n" + claimTop,
 		"==== drover: 0.1% of its time, 1 calls, 0 ms, 1 rows; a call p50 0.010 ms",
-		"######## raw: 1 statements, 2 ms",
+		"######## raw: 2 statements, 3 ms",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the file lacks %q:\n%s", want, out)
