@@ -199,26 +199,30 @@ func (x *execution) run(ctx context.Context) {
 		x.answered(outcome{err: fmt.Errorf("%w for kind %q", ErrNoHandler, x.job.Kind)})
 		return
 	}
-	x.answered(x.call(ctx))
+	x.call(ctx)
 }
 
-// call is the handler's outcome. A handler that ends the goroutine
+// call runs the handler and answers its outcome from a deferred function, so
+// that every way a handler ends is answered. A handler that ends the goroutine
 // (runtime.Goexit, t.FailNow in a handler, say) has no value and no panic, but
-// is over: call's deferred function answers for it as the goroutine unwinds;
-// without an answer the job would hold its slot and lease until its timeout,
-// or for ever.
-func (x *execution) call(ctx context.Context) (o outcome) {
+// is over. One that does so and then panics in a deferred function of its own
+// has its panic recovered here, yet its goroutine still ends: answered after
+// call returned, it was never answered. Without an answer the job would hold
+// its slot and lease until its timeout, or for ever.
+func (x *execution) call(ctx context.Context) {
+	var o outcome
 	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			o = outcome{err: &PanicError{Value: r, Stack: string(debug.Stack())}}
 		} else if !returned {
-			x.answered(outcome{err: errHandlerGoexit})
+			o = outcome{err: errHandlerGoexit}
 		}
+		x.answered(o)
 	}()
 	res, err := x.h.run(ctx, x.job)
 	returned = true
-	return outcome{result: res, err: err}
+	o = outcome{result: res, err: err}
 }
 
 // answered takes the handler's outcome o: it frees the slot and, unless the

@@ -216,6 +216,38 @@ func TestWorkerHandlerCallingGoexitFailsItsJob(t *testing.T) {
 	})
 }
 
+// A handler that ends its goroutine and then panics in a deferred function of
+// its own (a cleanup that panics while t.FailNow unwinds, say) ends its job as
+// a panic, and frees its slot: the worker recovered the panic, but the
+// goroutine went on ending, past the point where the outcome was answered, so
+// the job stayed running, its lease renewed, and its queue's one slot stayed
+// taken (helper-12).
+func TestWorkerHandlerCallingGoexitThenPanickingFailsItsJob(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			defer func() { panic("cleanup panicked while the goroutine was ending") }()
+			runtime.Goexit()
+			return nil, nil
+		})
+		drover.Register(ws, "next", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			return "ok", nil
+		})
+		cfg := fastWorkerConfig(ws)
+		cfg.DefaultTimeout = -1 // none
+		cfg.Queues = map[string]int{drover.DefaultQueue: 1}
+		startWorker(t, c, cfg)
+		id := enqueue(t, c, "job", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		next := enqueue(t, c, "next", nil, nil).ID
+		j := waitStatus(t, c, id, drover.StatusFailed)
+		if !strings.Contains(j.Error, "cleanup panicked while the goroutine was ending") {
+			t.Errorf("job of a handler that called Goexit, then panicked: %s, want failed with the panic", describe(j))
+		}
+		waitStatus(t, c, next, drover.StatusSucceeded) // the queue's one slot was freed
+	})
+}
+
 // With a heartbeat interval close to the lease, heartbeats that succeed keep a
 // long job: the worker gives up on an unrenewed lease only after the next
 // heartbeat was due.
