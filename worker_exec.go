@@ -95,10 +95,14 @@ func (x *execution) runTask() {
 	// The first heartbeat is due one interval into the lease, which runs from
 	// the claim's sending, not from the handler's start.
 	x.hbAt = leaseFrom.Add(interval)
+	// In the running set before the timer exists: a timer already due (a
+	// timeout and grace shorter than the claim's answer took) gives up at
+	// once, and its done must find x there to remove it. A hard stop that
+	// comes in between moves giveUpAt, which the timer is made with.
+	w.running.add(x)
 	x.mu.Lock() // tick waits for x.timer
 	x.timer = time.AfterFunc(x.nextDue(began), x.tick)
 	x.mu.Unlock()
-	w.running.add(x)
 	x.run(ctx)
 }
 
@@ -251,7 +255,9 @@ func (x *execution) end(cause error) {
 	now := time.Now()
 	if at := now.Add(x.w.grace(x.lease)); !x.timerDone && (x.giveUpAt.IsZero() || at.Before(x.giveUpAt)) {
 		x.giveUpAt = at
-		x.timer.Reset(x.nextDue(now))
+		if x.timer != nil { // else runTask makes it with giveUpAt
+			x.timer.Reset(x.nextDue(now))
+		}
 	}
 }
 
