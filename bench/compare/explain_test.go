@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/internal/testdb"
-	"github.com/jackc/pgx/v5"
 )
 
 // A notice as auto_explain sends it (log_format text, log_analyze and
@@ -92,17 +91,10 @@ func TestExplainLogFilesPlansByStatement(t *testing.T) {
 // holds the plans of Drover's claim and completion and of raw's, and the
 // report judges no target.
 func TestExplainRun(t *testing.T) {
-	base := testdb.PostgresBaseURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable at %s (CI=true, so this fails instead of skipping): %v", base, err)
-		}
-		t.Skipf("PostgreSQL unreachable at %s: %v", base, err)
-	}
-	u, err := url.Parse(base)
+	admin := testdb.Connect(ctx, t) // skips, or fails under CI=true, if PostgreSQL is down
+	u, err := url.Parse(testdb.PostgresBaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}

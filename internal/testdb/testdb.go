@@ -33,13 +33,7 @@ func PostgresURL(t testing.TB) string {
 	base := PostgresBaseURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL unreachable at %s (CI=true, so this fails instead of skipping): %v", base, err)
-		}
-		t.Skipf("PostgreSQL unreachable at %s: %v", base, err)
-	}
+	conn := Connect(ctx, t)
 	defer conn.Close(context.Background())
 	schema := "t_" + randomHex(8)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
@@ -56,6 +50,22 @@ func PostgresURL(t testing.TB) string {
 		_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 	})
 	return WithSearchPath(base, schema)
+}
+
+// Connect connects to the tests' PostgreSQL server (PostgresBaseURL); the
+// caller closes the connection. If PostgreSQL is unreachable the test is
+// skipped, except under CI=true, where it fails.
+func Connect(ctx context.Context, t testing.TB) *pgx.Conn {
+	t.Helper()
+	base := PostgresBaseURL()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL unreachable at %s (CI=true, so this fails instead of skipping): %v", base, err)
+		}
+		t.Skipf("PostgreSQL unreachable at %s: %v", base, err)
+	}
+	return conn
 }
 
 // WithSearchPath returns base with search_path set to schema.
