@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -57,8 +58,8 @@ type planSample struct {
 
 type stmtPlans struct {
 	calls   int64
-	rows    int64 // the top plan node's actual rows × loops, summed
-	ms      []float64
+	rows    int64           // the top plan node's actual rows × loops, summed
+	took    []time.Duration // each call's
 	sample  []planSample
 	slowest planSample
 }
@@ -158,7 +159,7 @@ func (l *explainLog) add(system, msg string) {
 	}
 	s.calls++
 	s.rows += rows
-	s.ms = append(s.ms, ms)
+	s.took = append(s.took, time.Duration(ms*float64(time.Millisecond)))
 	p := planSample{ms, plan}
 	if ms >= s.slowest.ms {
 		s.slowest = p
@@ -201,8 +202,8 @@ func (l *explainLog) write(out io.Writer) error {
 				continue
 			}
 			var t float64
-			for _, ms := range s.ms {
-				t += ms
+			for _, d := range s.took {
+				t += ms(d)
 			}
 			es = append(es, entry{k.query, s, t})
 			all += t
@@ -219,14 +220,13 @@ func (l *explainLog) write(out io.Writer) error {
 		fmt.Fprintf(w, "\n\n######## %s: %d statements, %.0f ms in PostgreSQL's executor\n", sys, len(es), all)
 		for _, e := range es {
 			s := e.s
-			sorted := slices.Clone(s.ms)
-			slices.Sort(sorted)
 			perRow := ""
 			if s.rows > s.calls { // a statement of many rows a call: a claim, a batch
 				perRow = fmt.Sprintf(", %.1f µs a row", e.total*1000/float64(s.rows))
 			}
 			fmt.Fprintf(w, "\n==== %s: %.1f%% of its time, %d calls, %.0f ms, %d rows%s; a call p50 %.3f ms, p99 %.3f, max %.3f\n",
-				sys, pct(e.total, all), s.calls, e.total, s.rows, perRow, quantile(sorted, 0.5), quantile(sorted, 0.99), sorted[len(sorted)-1])
+				sys, pct(e.total, all), s.calls, e.total, s.rows, perRow,
+				ms(percentile(s.took, 50)), ms(percentile(s.took, 99)), ms(percentile(s.took, 100)))
 			fmt.Fprintf(w, "%s\n", indent(shorten(e.query, 12), "  | "))
 			if pct(e.total, all) < 1 || s.slowest.plan == "" {
 				continue
@@ -246,12 +246,6 @@ func pct(part, whole float64) float64 {
 		return 0
 	}
 	return 100 * part / whole
-}
-
-// quantile of sorted (ascending, not empty) by the nearest rank.
-func quantile(sorted []float64, q float64) float64 {
-	i := int(q*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 // medianSample is the sample whose duration is the median of the samples'.
