@@ -303,6 +303,41 @@ func heldFifths(hs []memSample, win float64) (first, last float64) {
 	return fifths(hs, win, func(h memSample) float64 { return float64(h.Held) })
 }
 
+// minFitSamples: a fit over fewer samples (a run shorter than half a
+// minute) says nothing of a cost a job.
+const minFitSamples = 30
+
+// netHeldFifths is heapFifths net of the jobs held: each sample less
+// perJob MiB for every job held, perJob fitted by least squares over the
+// window's samples (the one at its start left out, as in fifths). It says
+// whether the heap grew for the same work, which the plain medians cannot
+// when a fifth catches the worker holding fewer jobs (an inserter that fell
+// behind, a worker between claims). It is a reading aid beside the verdict,
+// not the verdict: growth that came just as the count changed for good is
+// partly put down to the jobs by the fit. ok is false without a held count, with
+// fewer than minFitSamples samples, or when the fit gives no positive cost a
+// job (a count that never varied, or a heap that does not follow it).
+func netHeldFifths(hs []memSample, win float64) (first, last, perJobBytes float64, ok bool) {
+	var n, sx, sy, sxx, sxy float64
+	for _, h := range hs {
+		if h.At <= 0 || h.At > win {
+			continue
+		}
+		x, y := float64(h.Held), h.HeapMiB
+		n, sx, sy, sxx, sxy = n+1, sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	varX := n*sxx - sx*sx
+	if n < minFitSamples || varX <= 0 {
+		return 0, 0, 0, false
+	}
+	perJob := (n*sxy - sx*sy) / varX
+	if perJob <= 0 {
+		return 0, 0, 0, false
+	}
+	first, last = fifths(hs, win, func(h memSample) float64 { return h.HeapMiB - perJob*float64(h.Held) })
+	return first, last, perJob * (1 << 20), true
+}
+
 func fifths(hs []memSample, win float64, v func(memSample) float64) (first, last float64) {
 	var f, l []float64
 	for _, h := range hs {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,54 @@ func TestHeapFifths(t *testing.T) {
 	}
 	if first, last := heldFifths(hs, 60); first != 2000 || last != 3500 {
 		t.Errorf("heldFifths = %v, %v; want 2000 and 3500, the same samples' jobs held", first, last)
+	}
+}
+
+// TestNetHeldFifths: a heap that is a fixed base plus a cost a job held is
+// flat net of the jobs held, however many each fifth caught, and a base that
+// grew shows as growth; without a varying count nothing is fitted.
+func TestNetHeldFifths(t *testing.T) {
+	const perJob = 1500.0 / (1 << 20) // MiB a job held
+	var hs []memSample
+	held := []int64{2000, 1500, 2000, 0, 1000, 2000, 1500, 2000, 500, 2000}
+	for i := range 100 {
+		h := held[i%len(held)]
+		if i >= 80 {
+			h = 0 // the last fifth finds the worker between claims
+		}
+		hs = append(hs, memSample{At: float64(i + 1), HeapMiB: 8 + perJob*float64(h), Held: h})
+	}
+	hs = append([]memSample{{At: 0, HeapMiB: 1}}, hs...) // before the load: left out
+	first, last := heapFifths(hs, 100)
+	if (last-first)/first > -0.1 {
+		t.Fatalf("plain medians %v → %v: the case should move them by more than 10%%", first, last)
+	}
+	nf, nl, b, ok := netHeldFifths(hs, 100)
+	if !ok || math.Abs(nf-8) > 1e-9 || math.Abs(nl-8) > 1e-9 || math.Abs(b-1500) > 1e-6 {
+		t.Errorf("netHeldFifths = %v, %v, %v B, %v; want 8, 8, 1500 B, true", nf, nl, b, ok)
+	}
+	// A heap that grew by 2 MiB for the same work, the jobs held coming and
+	// going alike throughout, shows it net of them.
+	var grew []memSample
+	for i := range 100 {
+		h, base := held[i%len(held)], 8.0
+		if i >= 80 {
+			base += 2
+		}
+		grew = append(grew, memSample{At: float64(i + 1), HeapMiB: base + perJob*float64(h), Held: h})
+	}
+	if nf, nl, _, _ := netHeldFifths(grew, 100); nl-nf < 1.5 {
+		t.Errorf("netHeldFifths = %v, %v; want the last fifth ~2 MiB up", nf, nl)
+	}
+	flat := make([]memSample, 100)
+	for i := range flat {
+		flat[i] = memSample{At: float64(i + 1), HeapMiB: 5 + float64(i%3), Held: 7}
+	}
+	if _, _, _, ok := netHeldFifths(flat, 100); ok {
+		t.Error("netHeldFifths fitted a cost a job from a count that never varied")
+	}
+	if _, _, _, ok := netHeldFifths(hs[:20], 20); ok {
+		t.Error("netHeldFifths fitted a cost a job from 20 samples")
 	}
 }
 
