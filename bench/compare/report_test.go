@@ -50,6 +50,11 @@ func TestNetHeldFifths(t *testing.T) {
 	if !ok || math.Abs(nf-8) > 1e-9 || math.Abs(nl-8) > 1e-9 || math.Abs(b-1500) > 1e-6 {
 		t.Errorf("netHeldFifths = %v, %v, %v B, %v; want 8, 8, 1500 B, true", nf, nl, b, ok)
 	}
+	// The heap line says it beside its verdict, which stays the plain medians.
+	ts := targets([]result{{Workload: "continuous", Param: "5m0s", System: "drover", WorkPerSec: 100, WorkSeconds: 100, Heap: hs}})
+	if len(ts) != 2 || ts[0].met || !strings.Contains(ts[0].figure, "(jobs held 1750 → 0; net of them 8.0 → 8.0 MiB, +0%, at 1500 B a job)") {
+		t.Errorf("targets = %+v; want the heap line not met, with the jobs held and the heap net of them", ts)
+	}
 	// A heap that grew by 2 MiB for the same work, the jobs held coming and
 	// going alike throughout, shows it net of them.
 	var grew []memSample
