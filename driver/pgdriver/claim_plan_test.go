@@ -44,49 +44,12 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	var name string
-	var generic, custom int64
-	err = conn.QueryRow(ctx, "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
-		pgdriver.ClaimQueueSQL()).Scan(&name, &generic, &custom)
-	if err != nil {
-		t.Fatalf("the claim's prepared statement on the pool's one session: %v", err)
-	}
+	name, generic, custom := claimStatement(t, conn)
 	if generic != 2 || custom != 0 {
 		t.Errorf("the claim ran %d times with the generic plan and %d with a custom one, want 2 and 0", generic, custom)
 	}
 
-	// The plan under the claim's own settings, in a transaction as the claim's.
-	// (EXPLAIN outside one could not rely on the cached plan: DDL anywhere in
-	// the database, such as another test's migration, can reset every cached
-	// plan, and the next execution plans again under the settings it runs with.)
-	explain := func(stmt, settings string) string {
-		t.Helper()
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck // only read
-		if _, err := tx.Exec(ctx, settings); err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+stmt+"('q', 10, 'w', 30000000, NULL, '', true, 0, NULL, 0)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
-	if got := explain(name, pgdriver.ClaimPlanSettings); strings.Contains(got, "Seq Scan on drover_") ||
+	if got := explainClaim(t, conn, name, pgdriver.ClaimPlanSettings); strings.Contains(got, "Seq Scan on drover_") ||
 		!strings.Contains(got, "drover_ready_pkey") || len(unboundedIndexScans(got)) > 0 {
 		t.Errorf("the claim's generic plan on a one-row table:\n%s\nwant index scans of drover_ready's key and of drover_jobs by id, "+
 			"each bounded by a condition (unbounded: %q), no sequential scan", got, unboundedIndexScans(got))
@@ -98,9 +61,118 @@ func TestClaimPlanUsesIndexesOnATinyTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Exec(ctx, "DEALLOCATE claim_bare") //nolint:errcheck // the pool closes next
-	if got := explain("claim_bare", "SET LOCAL plan_cache_mode = force_generic_plan"); !strings.Contains(got, "Seq Scan on drover_jobs") {
+	if got := explainClaim(t, conn, "claim_bare", "SET LOCAL plan_cache_mode = force_generic_plan"); !strings.Contains(got, "Seq Scan on drover_jobs") {
 		t.Logf("without the claim's settings the generic plan did not scan sequentially here either:\n%s", got)
 	}
+}
+
+// Every ANALYZE of drover_ready makes each session plan the claim again at its
+// next call, on the statistics it left. Where those count next to no ready
+// rows, as after ANALYZE sampled a drained queue (no live rows, no all-visible
+// pages), a plan with only sequential scans ruled out read drover_ready by
+// bitmap heap scans estimated at one row and sorted what they found for each
+// LIMIT. In a continuous run such a plan, caught by auto_explain, sorted every
+// ready job, 50k of them, on each claim (160 ms against a median of 12), and
+// the rate halved for a minute at a time, from one ANALYZE to the next. With
+// bitmap scans ruled out as well the plan walks drover_ready's key in order,
+// whatever the statistics.
+func TestClaimPlanWalksTheKeyAfterADrainedQueueWasAnalyzed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, d := oneSession(t)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimAll := func() {
+		t.Helper()
+		for {
+			jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1000, Owner: "w", Start: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) == 0 {
+				return
+			}
+		}
+	}
+
+	// The queue is analyzed while full, drained, and analyzed again: its
+	// statistics keep the full queue's columns but count no row.
+	insertWaiting(t, d, 8000)
+	exec("ANALYZE drover_ready")
+	claimAll()
+	exec("ANALYZE drover_ready")
+	var tuples float64
+	var allVisible int
+	if err := pool.QueryRow(ctx, "SELECT reltuples, relallvisible FROM pg_class WHERE oid = 'drover_ready'::regclass").
+		Scan(&tuples, &allVisible); err != nil {
+		t.Fatal(err)
+	}
+	if tuples != 0 || allVisible != 0 {
+		t.Fatalf("drover_ready's statistics after the drain: %v rows, %d all-visible pages; the test needs 0 and 0", tuples, allVisible)
+	}
+	// The next claims plan again, on those statistics, under the claim's settings.
+	insertWaiting(t, d, 2000)
+	claimAll()
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	name, _, custom := claimStatement(t, conn)
+	if custom != 0 {
+		t.Errorf("the claim ran %d times with a custom plan, want 0", custom)
+	}
+	got := explainClaim(t, conn, name, pgdriver.ClaimPlanSettings)
+	if strings.Contains(got, "Bitmap Heap Scan on drover_ready") || len(sortsOf(got, "drover_ready")) > 0 ||
+		!strings.Contains(got, "drover_ready_pkey") || len(unboundedIndexScans(got)) > 0 {
+		t.Errorf("the claim's generic plan on the statistics of a drained queue:\n%s\nwant drover_ready read in its key's order "+
+			"(sorts of its rows: %q), no bitmap heap scan of it, every index scan bounded (unbounded: %q)",
+			got, sortsOf(got, "drover_ready"), unboundedIndexScans(got))
+	}
+}
+
+// claimStatement answers the claim's prepared statement on conn, and how many
+// times it ran with the generic plan and with a custom one.
+func claimStatement(t *testing.T, conn *pgxpool.Conn) (name string, generic, custom int64) {
+	t.Helper()
+	err := conn.QueryRow(context.Background(), "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+		pgdriver.ClaimQueueSQL()).Scan(&name, &generic, &custom)
+	if err != nil {
+		t.Fatalf("the claim's prepared statement on the pool's one session: %v", err)
+	}
+	return name, generic, custom
+}
+
+// explainClaim answers the plan (EXPLAIN COSTS OFF) of the claim prepared as
+// stmt on conn, run under settings in a transaction as the claim is. (EXPLAIN
+// outside one could not rely on the cached plan: DDL anywhere in the database,
+// such as another test's migration, can reset every cached plan, and the next
+// execution plans again under the settings it runs with.)
+func explainClaim(t *testing.T, conn *pgxpool.Conn, stmt, settings string) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // only read
+	if _, err := tx.Exec(ctx, settings); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) EXECUTE "+stmt+"('q', 10, 'w', 30000000, NULL, '', true, 0, NULL, 0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // A batch completion looks its jobs up by primary key whatever the statistics
@@ -262,6 +334,24 @@ func unboundedIndexScans(plan string) []string {
 		}
 		if i+1 >= len(lines) || !strings.Contains(lines[i+1], "Index Cond:") {
 			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
+}
+
+// sortsOf answers the sort nodes of plan (EXPLAIN COSTS OFF text) whose sort
+// key names table: a sort of what a scan of it found, where the scan could
+// have walked an index in order.
+func sortsOf(plan, table string) []string {
+	var out []string
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		node := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "->"))
+		if node != "Sort" && !strings.HasPrefix(node, "Sort ") && !strings.HasPrefix(node, "Incremental Sort") {
+			continue
+		}
+		if i+1 < len(lines) && strings.Contains(lines[i+1], "Key: "+table) {
+			out = append(out, strings.TrimSpace(lines[i+1]))
 		}
 	}
 	return out
