@@ -194,8 +194,8 @@ func (d *Driver) claimByIDs(ctx context.Context, q claimDB, ids []int64, p drive
 // the values. Bitmap scans are off too: an ANALYZE of drover_ready while the
 // queue is drained leaves statistics of no rows, and every session then plans
 // the claim again; on them it read drover_ready by bitmap heap scans and sorted
-// every ready job for each LIMIT, a claim of 160 ms instead of 12 that halved
-// the rate until the next ANALYZE
+// every ready job for each LIMIT: a claim of 160 ms instead of 12, caught in a
+// continuous run whose rate halved from one ANALYZE to the next
 // (TestClaimPlanWalksTheKeyAfterADrainedQueueWasAnalyzed). jit stays off: a
 // claim never repays a compile. PostgreSQL reads plan_cache_mode when the claim
 // is bound, and builds or rebuilds the plan then, so a setting local to the
