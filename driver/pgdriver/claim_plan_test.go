@@ -86,16 +86,21 @@ func TestClaimPlanWalksTheKeyAfterADrainedQueueWasAnalyzed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claimAll := func() {
+	claimAll := func(want int) {
 		t.Helper()
+		got := 0
 		for {
 			jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1000, Owner: "w", Start: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(jobs) == 0 {
-				return
+				break
 			}
+			got += len(jobs)
+		}
+		if got != want {
+			t.Fatalf("claimed %d jobs, want %d", got, want)
 		}
 	}
 
@@ -105,7 +110,7 @@ func TestClaimPlanWalksTheKeyAfterADrainedQueueWasAnalyzed(t *testing.T) {
 	exec("ALTER TABLE drover_ready SET (autovacuum_enabled = false)")
 	insertWaiting(t, d, 8000)
 	exec("ANALYZE drover_ready")
-	claimAll()
+	claimAll(8000)
 	exec("ANALYZE drover_ready")
 	var tuples float64
 	var allVisible int
@@ -118,7 +123,7 @@ func TestClaimPlanWalksTheKeyAfterADrainedQueueWasAnalyzed(t *testing.T) {
 	}
 	// The next claims plan again, on those statistics, under the claim's settings.
 	insertWaiting(t, d, 2000)
-	claimAll()
+	claimAll(2000)
 
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
