@@ -19,7 +19,7 @@ import (
 // checks such input was a 500 on PostgreSQL and accepted on SQLite.
 const (
 	MaxInt32      = math.MaxInt32 // bound of priority, attempts and other integer columns
-	maxNumberLen  = 1000          // digits of a JSON number's mantissa
+	maxNumberLen  = 1000          // characters of a JSON number, as given and written out in full
 	maxNumberExp  = 1000          // magnitude of its exponent
 	replacementCh = "\uFFFD"
 )
@@ -75,26 +75,37 @@ func CleanText(s string) string {
 }
 
 // CheckJSON refuses JSON values that a database cannot store as given: invalid
-// UTF-8, NUL characters, lone UTF-16 surrogates, numbers of more than
-// maxNumberLen digits or an exponent beyond ±maxNumberExp, and an object that
-// names a key twice (checkKeys). raw is valid JSON.
+// UTF-8, NUL characters, lone UTF-16 surrogates, numbers longer than
+// maxNumberLen characters as given or written out in full (numberFits), and an
+// object that names a key twice (checkKeys).
 func CheckJSON(field string, raw json.RawMessage) error {
+	_, err := CheckJSONSize(field, raw)
+	return err
+}
+
+// CheckJSONSize is CheckJSON that also returns the size of raw with its
+// numbers written out in full, the size a limit on it counts. PostgreSQL's
+// jsonb keeps a number as numeric, which it writes without an exponent: 1e300
+// comes back as 301 digits. Counted as given, a megabyte of such numbers was
+// stored and answered as 150 MB on PostgreSQL and as one on SQLite.
+func CheckJSONSize(field string, raw json.RawMessage) (int, error) {
 	if len(raw) == 0 {
-		return nil
+		return 0, nil
 	}
 	if !utf8.Valid(raw) {
-		return Invalid(field, "is not valid UTF-8")
+		return 0, Invalid(field, "is not valid UTF-8")
 	}
 	if err := checkEscapes(raw); err != nil {
-		return Invalid(field, "%v", err)
+		return 0, Invalid(field, "%v", err)
 	}
 	if json.Valid(raw) {
-		if err := checkTokens(field, raw); err != nil {
-			return err
+		growth, err := checkTokens(field, raw)
+		if err != nil {
+			return 0, err
 		}
-		return checkKeys(field, raw)
+		return len(raw) + growth, checkKeys(field, raw)
 	}
-	return decodeTokens(field, raw) // it names what is wrong and where
+	return 0, decodeTokens(field, raw) // it names what is wrong and where
 }
 
 // keysInLine is how many keys of one object checkKeys compares one by one
@@ -208,8 +219,8 @@ func decodeTokens(field string, raw []byte) error {
 				return Invalid(field, "contains a NUL character (\\u0000)")
 			}
 		case json.Number:
-			if !numberFits(string(v)) {
-				return Invalid(field, "has a number of more than %d digits or an exponent beyond ±%d", maxNumberLen, maxNumberExp)
+			if _, ok := numberFits(string(v)); !ok {
+				return errNumber(field)
 			}
 		}
 	}
@@ -219,8 +230,9 @@ func decodeTokens(field string, raw []byte) error {
 // pass without allocating: it runs for every enqueue and every result, where a
 // json.Decoder took an eighth of a loaded worker's CPU (pprof). In valid JSON a
 // NUL can only be the escape \u0000, and a number is a run of number bytes
-// outside a string.
-func checkTokens(field string, raw []byte) error {
+// outside a string. It returns how many bytes longer raw is with its numbers
+// written out in full (numberFits).
+func checkTokens(field string, raw []byte) (growth int, err error) {
 	inString := false
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
@@ -228,7 +240,7 @@ func checkTokens(field string, raw []byte) error {
 			switch c {
 			case '\\':
 				if raw[i+1] == 'u' && string(raw[i+2:i+6]) == "0000" {
-					return Invalid(field, "contains a NUL character (\\u0000)")
+					return 0, Invalid(field, "contains a NUL character (\\u0000)")
 				}
 				i++ // the escaped byte; a \u escape's hex digits are plain bytes
 			case '"':
@@ -244,13 +256,15 @@ func checkTokens(field string, raw []byte) error {
 			for j < len(raw) && strings.IndexByte("+-.0123456789eE", raw[j]) >= 0 {
 				j++
 			}
-			if !numberFits(string(raw[i:j])) {
-				return Invalid(field, "has a number of more than %d digits or an exponent beyond ±%d", maxNumberLen, maxNumberExp)
+			full, ok := numberFits(unsafeString(raw[i:j]))
+			if !ok {
+				return 0, errNumber(field)
 			}
+			growth += max(0, full-(j-i))
 			i = j - 1
 		}
 	}
-	return nil
+	return growth, nil
 }
 
 // checkEscapes finds \u escapes of lone surrogates in valid JSON.
@@ -287,19 +301,52 @@ func checkEscapes(raw []byte) error {
 	return nil
 }
 
-func numberFits(n string) bool {
-	if len(n) <= maxNumberLen && !strings.ContainsAny(n, "eE") {
-		return true
+func errNumber(field string) error {
+	return Invalid(field, "has a number longer than %d characters as given or written out in full, as PostgreSQL keeps it (1e300 is 301 digits), or an exponent beyond ±%d",
+		maxNumberLen, maxNumberExp)
+}
+
+// numberFits reports whether the JSON number n is at most maxNumberLen
+// characters, both as given (SQLite keeps it so) and written out in full, as
+// PostgreSQL's numeric writes it back, and returns the length written out.
+// That is a sign if it is below zero, the integer digits without leading
+// zeros (at least "0"), and, if its scale (the fraction's digits less the
+// exponent) is above zero, a point and that many digits: 1.50e1 is "15.0",
+// 25e-3 "0.025", 1e3 "1000", -0e5 "0". Limited so, a number PostgreSQL gives
+// back passes this check too.
+func numberFits(n string) (full int, ok bool) {
+	if len(n) <= maxNumberLen && strings.IndexByte(n, 'e') < 0 && strings.IndexByte(n, 'E') < 0 {
+		// No exponent: PostgreSQL writes it as given, but for a "-0".
+		return len(n), true
 	}
 	mant, exp, hasExp := strings.Cut(strings.ToLower(n), "e")
 	if len(mant) > maxNumberLen {
-		return false
+		return 0, false
 	}
+	e := 0
 	if hasExp {
-		e, err := strconv.Atoi(exp)
-		if err != nil || e > maxNumberExp || e < -maxNumberExp {
-			return false
+		var err error
+		if e, err = strconv.Atoi(exp); err != nil || e > maxNumberExp || e < -maxNumberExp {
+			return 0, false
 		}
 	}
-	return true
+	neg := strings.HasPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(strings.TrimPrefix(mant, "-"), ".")
+	digits := len(intPart) + len(frac)
+	zeros := len(intPart) - len(strings.TrimLeft(intPart, "0"))
+	if zeros == len(intPart) {
+		zeros += len(frac) - len(strings.TrimLeft(frac, "0"))
+	}
+	intDigits := len(intPart) + e - zeros
+	if zeros == digits { // zero: "0", with no sign
+		intDigits, neg = 1, false
+	}
+	full = max(1, intDigits)
+	if scale := len(frac) - e; scale > 0 {
+		full += 1 + scale
+	}
+	if neg {
+		full++
+	}
+	return full, full <= maxNumberLen
 }

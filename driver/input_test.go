@@ -25,7 +25,8 @@ func FuzzCheckTokens(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		got, want := checkTokens("f", raw), decodeTokens("f", raw)
+		_, got := checkTokens("f", raw)
+		want := decodeTokens("f", raw)
 		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
 			t.Fatalf("checkTokens(%q) = %v, decoder says %v", raw, got, want)
 		}
@@ -38,6 +39,10 @@ func TestCheckJSONVerdicts(t *testing.T) {
 		`{"a":"x\u0000"}`:                     "NUL",
 		`"\\u0000"`:                           "",
 		`{"n":1e1001}`:                        "exponent",
+		`{"n":1e999}`:                         "",
+		`{"n":-1e999}`:                        "written out in full", // 1,001 characters so
+		`{"n":1e-999}`:                        "written out in full", // "0." and 999 digits
+		`{"n":1e-998}`:                        "",
 		`[` + strings.Repeat("1", 1001) + `]`: "digits",
 		"\"\xff\"":                            "UTF-8",
 		`"\ud800"`:                            "surrogate",
@@ -49,6 +54,24 @@ func TestCheckJSONVerdicts(t *testing.T) {
 			t.Errorf("CheckJSON(%.40q) = %v, want nil", raw, err)
 		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
 			t.Errorf("CheckJSON(%.40q) = %v, want an error saying %q", raw, err, wantErr)
+		}
+	}
+}
+
+// TestNumberWrittenOut: numberFits's length is the one PostgreSQL's numeric
+// writes (the conformance suite compares it with what comes back).
+func TestNumberWrittenOut(t *testing.T) {
+	for n, want := range map[string]int{
+		"1e3": 4, "1E+3": 4, "1.50e1": 4, "25e-3": 5, "0.005e2": 3, "123.4500e1": 8, "-12.5e0": 5,
+		"-0e5": 1, "0.00e1": 3, "5e-324": 326, "1e999": 1000, "-1e998": 1000, "1e-998": 1000, "42": 2,
+	} {
+		if got, ok := numberFits(n); got != want || !ok {
+			t.Errorf("numberFits(%s) = %d, %v; want %d, true", n, got, ok, want)
+		}
+	}
+	for _, n := range []string{"1e1000", "-1e999", "1e-999", "1e1001", "1e99999999999999999999", strings.Repeat("1", 1001)} {
+		if _, ok := numberFits(n); ok {
+			t.Errorf("numberFits(%.20s) = true, want false", n)
 		}
 	}
 }

@@ -74,25 +74,28 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	if len(bytes.TrimSpace(p.Args)) == 0 {
 		p.Args = json.RawMessage("{}")
 	}
-	if err := validateObject("args", p.Args); err != nil {
+	argsSize, err := validateObject("args", p.Args)
+	if err != nil {
 		return err
 	}
+	metaSize := 0
 	if len(p.Metadata) == 0 {
 		p.Metadata = nil // empty is none, on every driver (PostgreSQL would refuse '' as jsonb)
 	} else {
-		if err := validateObject("metadata", p.Metadata); err != nil {
+		if metaSize, err = validateObject("metadata", p.Metadata); err != nil {
 			return err
 		}
 	}
-	if n := len(p.Args) + len(p.Metadata); n > max {
+	if n := argsSize + metaSize; n > max {
 		// The limit is on the two together; the error names the larger one, the
 		// one to shrink, and gives both sizes.
 		field := "args"
-		if len(p.Metadata) > len(p.Args) {
+		if metaSize > argsSize {
 			field = "metadata"
 		}
 		return &ValidationError{Field: field, TooLarge: true, Reason: fmt.Sprintf(
-			"args (%d bytes) and metadata (%d bytes) are %d bytes together, the limit is %d", len(p.Args), len(p.Metadata), n, max)}
+			"args (%s) and metadata (%s) are %d bytes together, the limit is %d",
+			SizeText(len(p.Args), argsSize), SizeText(len(p.Metadata), metaSize), n, max)}
 	}
 	if p.Priority < 0 {
 		return Invalid("priority", "%d is negative; 0 is the highest priority", p.Priority)
@@ -144,20 +147,31 @@ func CheckResult(raw json.RawMessage) error {
 	return CheckJSON("result", raw)
 }
 
+// SizeText gives a JSON value's size in bytes, and the size its limit counts
+// when its numbers written out in full (CheckJSONSize) make it larger.
+func SizeText(given, counted int) string {
+	if counted == given {
+		return fmt.Sprintf("%d bytes", given)
+	}
+	return fmt.Sprintf("%d bytes, %d with its numbers written out in full", given, counted)
+}
+
 // validateObject requires a JSON object without NUL characters (PostgreSQL's jsonb
-// rejects \u0000, so both drivers refuse it alike).
-func validateObject(field string, raw json.RawMessage) error {
+// rejects \u0000, so both drivers refuse it alike) and returns the size a
+// limit counts (CheckJSONSize), whitespace around it included.
+func validateObject(field string, raw json.RawMessage) (int, error) {
 	t := bytes.TrimSpace(raw)
 	if len(t) > 0 && !json.Valid(t) {
 		// Before the type: `notjson` is not JSON, not null.
-		return Invalid(field, "is not valid JSON")
+		return 0, Invalid(field, "is not valid JSON")
 	}
 	if len(t) == 0 || t[0] != '{' {
-		return Invalid(field, "must be a JSON object, got %s", describeJSON(t))
+		return 0, Invalid(field, "must be a JSON object, got %s", describeJSON(t))
 	}
 	// What PostgreSQL's jsonb cannot store (NUL, lone surrogates, invalid UTF-8,
 	// huge numbers) is refused on both drivers alike.
-	return CheckJSON(field, t)
+	n, err := CheckJSONSize(field, t)
+	return n + len(raw) - len(t), err
 }
 
 func describeJSON(t []byte) string {

@@ -205,6 +205,24 @@ func TestValidateInsertStorableOnBothDrivers(t *testing.T) {
 	}
 }
 
+// TestPayloadLimitCountsNumbersWrittenOut: the limit counts a number as
+// PostgreSQL keeps it, so a few bytes of exponents cannot become a hundred
+// megabytes stored and answered.
+func TestPayloadLimitCountsNumbersWrittenOut(t *testing.T) {
+	p := validParams()
+	p.Args = json.RawMessage(`{"a":[` + strings.Repeat("1e999,", 2000) + `0]}`) // 12 KB given, 2 MB written out
+	err := driver.ValidateInsert(&p, driver.Limits{})
+	wantField(t, err, "args")
+	var ve *driver.ValidationError
+	if !errors.As(err, &ve) || !ve.TooLarge || !strings.Contains(err.Error(), "with its numbers written out in full") {
+		t.Errorf("ValidateInsert = %v, want a size refusal that says numbers are counted written out", err)
+	}
+	p.Args = json.RawMessage(`{"a":[` + strings.Repeat("1e999,", 1000) + `0]}`) // 1,001,014 bytes written out
+	if err := driver.ValidateInsert(&p, driver.Limits{}); err != nil {
+		t.Errorf("1,000 numbers of 1,000 digits: %v, want accepted", err)
+	}
+}
+
 // Args that are not JSON are called so; JSON of another type is named by it.
 func TestArgsRefusalSaysWhatWasGiven(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{

@@ -180,11 +180,14 @@ func TestOutputIsBounded(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			s := newTestServerOn(t, kind, Config{})
 			task := enqueueAndClaim(t, s)
-			big := fmt.Sprintf(`"%s"`, strings.Repeat("x", 1<<20))
-			code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
-				`{"task_id":%d,"attempt":1,"lease_token":%q,"status":"succeeded","output":%s}`, task.TaskID, task.LeaseToken, big)))
-			if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "output") || !strings.Contains(string(b), CodePayloadTooLarge) {
-				t.Errorf("report with a %d-byte output: %d %.200s; want 413 %s naming output", len(big), code, b, CodePayloadTooLarge)
+			// A string over the limit, and 12 KB of numbers that PostgreSQL
+			// keeps as 2 MB of digits (1e999 is a 1 and 999 zeros).
+			for _, big := range []string{fmt.Sprintf(`"%s"`, strings.Repeat("x", 1<<20)), `[` + strings.Repeat("1e999,", 2000) + `0]`} {
+				code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
+					`{"task_id":%d,"attempt":1,"lease_token":%q,"status":"succeeded","output":%s}`, task.TaskID, task.LeaseToken, big)))
+				if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "output") || !strings.Contains(string(b), CodePayloadTooLarge) {
+					t.Errorf("report with a %d-byte output: %d %.200s; want 413 %s naming output", len(big), code, b, CodePayloadTooLarge)
+				}
 			}
 		})
 	}

@@ -462,13 +462,14 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		if req.Error != nil {
 			return driver.Invalid("error", `must be absent when status is "succeeded"`)
 		}
-		if err := checkJSON("output", req.Output); err != nil {
+		size, err := driver.CheckJSONSize("output", req.Output)
+		if err != nil {
 			return err
 		}
-		if len(req.Output) > s.cfg.MaxPayloadBytes {
+		if size > s.cfg.MaxPayloadBytes {
 			// As args and metadata are bounded: a result is kept with its job.
 			return &driver.ValidationError{Field: "output", TooLarge: true,
-				Reason: fmt.Sprintf("%d bytes, at most %d", len(req.Output), s.cfg.MaxPayloadBytes)}
+				Reason: fmt.Sprintf("%s, at most %d", driver.SizeText(len(req.Output), size), s.cfg.MaxPayloadBytes)}
 		}
 		output := req.Output
 		if len(output) == 0 {

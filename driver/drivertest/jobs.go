@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,6 +25,63 @@ var jobTests = []suiteTest{
 	{"DeleteFinished", testDeleteFinished},
 	{"DeleteFinishedBatchInParts", testDeleteFinishedBatch},
 	{"FailureTextIsBounded", testFailureTextBounded},
+	{"NumbersComeBackWithinTheirCountedSize", testNumbersCounted},
+}
+
+// testNumbersCounted: a number in args or a result comes back equal, no
+// longer than the size CheckJSONSize counted for it, and passing CheckJSON
+// again. PostgreSQL writes jsonb numbers without an exponent: 1e1000 passed
+// the check as given, came back as 1,001 digits that failed it, so a job
+// that returned its args failed on PostgreSQL and succeeded on SQLite.
+func testNumbersCounted(h *harness) {
+	nums := []string{"1e1000", "-1e999", "1e-999", "1e999", "1e-998", "-1.5e-997", "1.7976931348623157e308", "5e-324", "123.4500e1",
+		"1.50e1", "25e-3", "0.005e2", "-0e5", "0.00e1", "-0.0", "0", "-12.5", "1E+3", "9" + strings.Repeat("0", 999)}
+	rng := rand.New(rand.NewPCG(4, 1))
+	for range 200 {
+		n := strconv.FormatUint(rng.Uint64N(1e15), 10)
+		if cut := rng.IntN(len(n)); cut > 0 {
+			n = n[:cut] + "." + n[cut:]
+		}
+		if rng.IntN(2) == 0 {
+			n = "-" + n
+		}
+		nums = append(nums, fmt.Sprintf("%se%d", n, rng.IntN(2000)-1000))
+	}
+	var given []string // the numbers CheckJSON accepts
+	for _, n := range nums {
+		if driver.CheckJSON("args", json.RawMessage(n)) == nil {
+			given = append(given, n)
+		}
+	}
+	if len(given) < len(nums)/2 {
+		h.t.Fatalf("only %d of %d numbers pass CheckJSON", len(given), len(nums))
+	}
+	args := json.RawMessage(`{"n":[` + strings.Join(given, ",") + `]}`)
+	j := h.mustEnqueue(func(p *driver.InsertParams) { p.Args = args })
+	c := h.mustStart(h.mustClaim(0), 0)
+	if _, err := h.d.JobComplete(h.ctx, driver.CompleteParams{FenceParams: fence(c, h.at(0)), Result: args}); err != nil {
+		h.t.Fatalf("JobComplete with the numbers as its result: %v", err)
+	}
+	for what, raw := range map[string]json.RawMessage{"args": h.get(j.ID).Args, "result": h.get(j.ID).Result} {
+		if err := driver.CheckJSON(what, raw); err != nil {
+			h.t.Errorf("%s as stored fails CheckJSON: %v", what, err)
+		}
+		var back struct{ N []json.Number }
+		if err := json.Unmarshal(raw, &back); err != nil || len(back.N) != len(given) {
+			h.t.Fatalf("%s: %d numbers back (%v), want %d", what, len(back.N), err, len(given))
+		}
+		for i, n := range back.N {
+			counted, _ := driver.CheckJSONSize(what, json.RawMessage(given[i]))
+			a, _ := new(big.Rat).SetString(given[i])
+			b, ok := new(big.Rat).SetString(string(n))
+			switch {
+			case !ok || a.Cmp(b) != 0:
+				h.t.Errorf("%s: %s came back as %.60s, another value", what, given[i], n)
+			case len(n) > counted:
+				h.t.Errorf("%s: %s came back as %d characters, more than the %d counted", what, given[i], len(n), counted)
+			}
+		}
+	}
 }
 
 // testFailureTextBounded: a failure keeps at most driver.MaxErrorTextBytes of
