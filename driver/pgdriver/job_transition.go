@@ -616,22 +616,31 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 
 // JobStartMany implements driver.Driver like JobCompleteMany.
 func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) []driver.JobOutcome {
+	out := make([]driver.JobOutcome, len(params))
 	args := make([][]any, len(params))
 	for i, p := range params {
+		// Refused alone: PostgreSQL refuses a NUL in text, and the statement
+		// that sent it would lose the whole batch.
+		if err := driver.CheckText("request_id", p.RequestID); err != nil {
+			out[i].Err = fmt.Errorf("start job %d: %w", p.ID, err)
+			continue
+		}
 		args[i] = []any{p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(p.LeaseDuration)}
 	}
-	return d.batch(ctx, "start", "JobStart", params, args)
+	return d.batch(ctx, "start", "JobStart", params, args, out)
 }
 
 // batch runs one fenced statement per job in one transaction and one round trip.
 // A guard that matches nothing rejects that job only; after commit each rejection
-// is diagnosed (replay, not found, lease lost).
-func (d *Driver) batch(ctx context.Context, op, name string, params []driver.FenceParams, args [][]any) []driver.JobOutcome {
-	out := make([]driver.JobOutcome, len(params))
+// is diagnosed (replay, not found, lease lost). A job whose outcome already holds
+// an error (refused before the batch) is not sent. Any other error loses the
+// transaction, with the statements that ran before it, and is the outcome of
+// every job not refused before.
+func (d *Driver) batch(ctx context.Context, op, name string, params []driver.FenceParams, args [][]any, out []driver.JobOutcome) []driver.JobOutcome {
 	fail := func(err error) []driver.JobOutcome {
 		for i := range out {
-			if out[i].Job == nil && out[i].Err == nil {
-				out[i].Err = err
+			if out[i].Err == nil { // a job answered so far is rolled back too
+				out[i] = driver.JobOutcome{Err: err}
 			}
 		}
 		return out
@@ -644,6 +653,9 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 	batch := &pgx.Batch{}
 	valid := make([]bool, len(params))
 	for i, p := range params {
+		if out[i].Err != nil {
+			continue
+		}
 		if _, err := uuid.Parse(p.LeaseToken); err != nil {
 			continue
 		}
@@ -670,14 +682,15 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 	if err := br.Close(); err != nil {
 		return fail(fmt.Errorf("%s jobs: %w", op, err))
 	}
-	if err := tx.Commit(ctx); err != nil {
-		for i := range out {
-			out[i] = driver.JobOutcome{Err: fmt.Errorf("%s jobs: commit: %w", op, err)}
-		}
-		return out
+	// As a claim's (claimInTx): a COMMIT canceled once under way could commit
+	// while the outcomes said it had not.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitBound)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		return fail(fmt.Errorf("%s jobs: commit: %w", op, err))
 	}
 	for i, p := range params {
-		if out[i].Job == nil {
+		if out[i].Job == nil && out[i].Err == nil {
 			out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, op, p.ID, p.RequestID, p.Attempt, driver.ErrLeaseLost)
 		}
 	}

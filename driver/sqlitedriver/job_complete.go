@@ -55,11 +55,15 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 }
 
 // JobStartMany applies many starts in one write transaction, each fenced on its own.
+// A request_id with a NUL is refused alone, as PostgreSQL's driver refuses it.
 func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) []driver.JobOutcome {
 	out := make([]driver.JobOutcome, len(params))
 	fs := make([]fenced, len(params))
 	args := make([]any, len(params))
 	for i, p := range params {
+		if err := driver.CheckText("request_id", p.RequestID); err != nil {
+			out[i].Err = fmt.Errorf("start job %d: %w", p.ID, err)
+		}
 		fs[i] = fenced{
 			verb:  "start",
 			query: "JobStart",
