@@ -257,3 +257,26 @@ func TestNullBodyIsAnEmptyOne(t *testing.T) {
 		t.Errorf("cancel with body null: %d %s; want 200", code, b)
 	}
 }
+
+// A succeeded report under a stale fence is a 409 lease_lost that changes
+// nothing, on every status a worker reports: the success's own checks once
+// hid the store's answer, and the stale report was a 500.
+func TestStaleReportIsRefused(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{})
+			task := enqueueAndClaim(t, s)
+			for _, report := range []string{`"status":"succeeded","output":{"n":1e3}`, `"status":"retry","error":"e"`, `"status":"failed","error":"e"`} {
+				code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
+					`{"task_id":%d,"attempt":1,"lease_token":"00000000-0000-4000-8000-000000000000",%s}`, task.TaskID, report)))
+				if code != http.StatusConflict || !strings.Contains(string(b), "lease_lost") {
+					t.Errorf("report {%s} with another lease token: %d %.200s; want 409 lease_lost", report, code, b)
+				}
+			}
+			code, _, b := call(t, s, "GET", fmt.Sprintf("/jobs/%d", task.TaskID), "", nil)
+			if code != http.StatusOK || !strings.Contains(string(b), `"status":"running"`) {
+				t.Errorf("the job after stale reports: %d %.300s; want it running as claimed", code, b)
+			}
+		})
+	}
+}

@@ -462,9 +462,9 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		if req.Error != nil {
 			return driver.Invalid("error", `must be absent when status is "succeeded"`)
 		}
-		size, err := driver.CheckJSONSize("output", req.Output)
-		if err != nil {
-			return err
+		size, cerr := driver.CheckJSONSize("output", req.Output)
+		if cerr != nil {
+			return cerr
 		}
 		if size > s.cfg.MaxPayloadBytes {
 			// As args and metadata are bounded: a result is kept with its job.
