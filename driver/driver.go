@@ -270,7 +270,13 @@ type ClaimParams struct {
 	Limit         int
 	Owner         string // worker id
 	LeaseDuration time.Duration
-	RequestID     string // a repeat returns the jobs the first call claimed that Owner still holds under that claim (maybe none); it never claims more
+	// RequestID names the claim: a repeat returns the jobs the first call
+	// claimed that Owner still holds under that claim (maybe none), and
+	// claims no more. A call that claimed nothing records nothing, so a
+	// repeat of it claims as a first call would; a caller that answers no
+	// jobs closes it with ReplayOnly (the server does, before it answers no
+	// tasks).
+	RequestID string
 	// ReplayOnly, with RequestID, only collects: it answers the jobs a claim
 	// of that RequestID took that Owner still holds (maybe none), and if no
 	// claim of it was made, claims nothing and closes the RequestID for a

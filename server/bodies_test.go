@@ -280,3 +280,35 @@ func TestStaleReportIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A claim answered no tasks closes its request_id: a late copy of it (a
+// proxy's resend) claims nothing for a worker that has moved on. It took the
+// job that had come since, leased to nobody until the lease ran out.
+func TestEmptyClaimClosesItsRequestID(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newTestServerOn(t, kind, Config{})
+			claim := func(body string) claimAnswer {
+				t.Helper()
+				code, _, b := call(t, s, "POST", "/internal/task-claim", "", []byte(body))
+				var ans claimAnswer
+				if code != http.StatusOK || json.Unmarshal(b, &ans) != nil {
+					t.Fatalf("claim %s: %d %s", body, code, b)
+				}
+				return ans
+			}
+			if ans := claim(`{"worker_id":"w","queues":["default"],"request_id":"r1"}`); len(ans.Tasks) != 0 {
+				t.Fatalf("claim of an empty queue answered %+v", ans)
+			}
+			if code, _, b := call(t, s, "POST", "/jobs", "", []byte(`{"kind":"k"}`)); code != http.StatusCreated {
+				t.Fatalf("POST /jobs: %d %s", code, b)
+			}
+			if ans := claim(`{"worker_id":"w","queues":["default"],"request_id":"r1"}`); len(ans.Tasks) != 0 {
+				t.Errorf("a copy of the claim answered no tasks claimed %+v; want none", ans)
+			}
+			if ans := claim(`{"worker_id":"w","queues":["default"],"request_id":"r2"}`); len(ans.Tasks) != 1 {
+				t.Errorf("a new claim answered %+v; want the job", ans)
+			}
+		})
+	}
+}

@@ -201,6 +201,25 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			after = 0
 		}
 		remaining := time.Until(deadline)
+		if len(tasks) == 0 && (wake == nil || remaining <= 0) && p.RequestID != "" && !p.ReplayOnly {
+			// About to answer none: close the request_id (a collect), so that
+			// a late copy of this request (a proxy's resend) claims nothing
+			// for a worker that has moved on. Those jobs sat leased to nobody
+			// until the lease ran out, which cost a started job an execution.
+			// A copy that claimed meanwhile is answered its tasks, a replay.
+			collect := p
+			collect.ReplayOnly = true
+			tasks, replayed, gone, err = s.claimOrGiveBack(r, collect, left)
+			if err != nil {
+				return err
+			}
+			if gone {
+				return noTasks()
+			}
+			if replayed {
+				after = 0
+			}
+		}
 		if len(tasks) > 0 || wake == nil || remaining <= 0 {
 			// Once written, the tasks are never given back here: the worker
 			// may have read them before its connection went, and a job given
