@@ -98,9 +98,14 @@ func (r *remoteAPI) do(ctx context.Context, method, path string, query url.Value
 		return 0, fmt.Errorf("server %s: %w", r.base, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("server %s: read answer: %w", r.base, err)
+	}
+	if len(data) > maxAnswerBytes {
+		// Cut short, it failed to decode as "unexpected end of JSON input".
+		return resp.StatusCode, fmt.Errorf("server %s: %s %s: the answer is over %d MiB; ask for fewer jobs (--limit)",
+			r.base, method, path, maxAnswerBytes>>20)
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {
@@ -118,6 +123,10 @@ func (r *remoteAPI) do(ctx context.Context, method, path string, query url.Value
 	}
 	return resp.StatusCode, nil
 }
+
+// maxAnswerBytes bounds what the command reads of one answer: a list of
+// jobs each with a megabyte of args is that much.
+const maxAnswerBytes = 64 << 20
 
 func (r *remoteAPI) Enqueue(ctx context.Context, kind string, args any, o *drover.EnqueueOpts) (*drover.EnqueueResult, error) {
 	body := map[string]any{"kind": kind}

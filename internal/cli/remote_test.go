@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -118,5 +120,26 @@ func failJob(t *testing.T, drv driver.Driver, id int64) {
 	}
 	if _, err := drv.JobFail(ctx, driver.FailParams{FenceParams: f, Error: "boom", Permanent: true}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRemoteAnswerOverTheLimit: an answer larger than the command reads says
+// so and how to ask for less, where it failed as "unexpected end of JSON
+// input" (a list of jobs with a megabyte of args each).
+func TestRemoteAnswerOverTheLimit(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jobs":[`)
+		pad := strings.Repeat(" ", 1<<20)
+		for range maxAnswerBytes>>20 + 1 {
+			_, _ = io.WriteString(w, pad)
+		}
+		_, _ = io.WriteString(w, `]}`)
+	}))
+	t.Cleanup(hs.Close)
+	code, _, stderr := run(t, "--server", hs.URL, "jobs", "list")
+	if code != 1 || !strings.Contains(stderr, "over 64 MiB") || !strings.Contains(stderr, "--limit") {
+		t.Errorf("jobs list of a 65 MiB answer: exit %d, stderr %q; want 1, saying it is over 64 MiB and to use --limit", code, stderr)
 	}
 }
