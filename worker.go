@@ -401,7 +401,7 @@ func (r *runningJobs) add(x *execution) {
 	stopped := r.stopped
 	r.mu.Unlock()
 	if stopped != nil {
-		x.end(stopped)
+		x.end(stopped, time.Time{})
 	}
 }
 
@@ -432,7 +432,7 @@ func (r *runningJobs) stop(cause error) {
 	}
 	r.mu.Unlock()
 	for _, x := range all {
-		x.end(cause)
+		x.end(cause, time.Time{})
 	}
 }
 

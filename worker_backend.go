@@ -26,8 +26,10 @@ type backend interface {
 	// by this worker. A long-polling backend may hold the call until work is ready
 	// or ctx ends, and must then say when the lease may have begun.
 	claim(ctx context.Context, queue string, limit int) (jobs []*Job, lease claimLease, err error)
-	// heartbeat extends the lease and reports whether an operator canceled the job.
-	heartbeat(ctx context.Context, f driver.FenceParams) (cancelRequested bool, err error)
+	// heartbeat extends the lease and reports whether an operator canceled the
+	// job, and for how long the lease was renewed when the answer says (a
+	// server's; zero: for the claim's length).
+	heartbeat(ctx context.Context, f driver.FenceParams) (cancelRequested bool, renewedFor time.Duration, err error)
 	// complete stores a successful result. Like fail and snooze, it gives up by
 	// deadline; a backend that bounds its writes itself may ignore it, so a
 	// report does not pay for a context and a timer per job it does not use.

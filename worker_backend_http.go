@@ -266,12 +266,21 @@ type fenceBody struct {
 
 func fenceOf(f driver.FenceParams) fenceBody { return fenceBody{f.ID, f.Attempt, f.LeaseToken} }
 
-func (b *httpBackend) heartbeat(ctx context.Context, f driver.FenceParams) (bool, error) {
+// heartbeat renews the lease for the length the answering server sets, which
+// its answer gives (lease_seconds): servers over one database may be set
+// differently, and a worker paced by the claim's length let a shorter renewal
+// expire between its heartbeats.
+func (b *httpBackend) heartbeat(ctx context.Context, f driver.FenceParams) (bool, time.Duration, error) {
 	var resp struct {
-		CancelRequested bool `json:"cancel_requested"`
+		CancelRequested bool     `json:"cancel_requested"`
+		LeaseSeconds    *float64 `json:"lease_seconds"`
 	}
 	err := b.post(ctx, "/internal/heartbeat", fenceOf(f), &resp)
-	return resp.CancelRequested, err
+	var lease time.Duration
+	if err == nil && resp.LeaseSeconds != nil && *resp.LeaseSeconds > 0 {
+		lease = time.Duration(*resp.LeaseSeconds * float64(time.Second))
+	}
+	return resp.CancelRequested, lease, err
 }
 
 type completeBody struct {

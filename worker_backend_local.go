@@ -85,10 +85,10 @@ func (b *localBackend) claim(_ context.Context, queue string, limit int) ([]*Job
 	return jobs, claimLease{}, err
 }
 
-func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (bool, error) {
+func (b *localBackend) heartbeat(ctx context.Context, f driver.FenceParams) (bool, time.Duration, error) {
 	f.LeaseDuration = b.w.cfg.LeaseDuration
 	res, err := b.drv.JobHeartbeat(ctx, driver.HeartbeatParams{FenceParams: f})
-	return res.CancelRequested, err
+	return res.CancelRequested, 0, err
 }
 
 // complete stores a successful result through the batching completer, which

@@ -95,11 +95,20 @@ func (x *execution) runTask() {
 	// The first heartbeat is due one interval into the lease, which runs from
 	// the claim's sending, not from the handler's start.
 	x.hbAt = leaseFrom.Add(interval)
-	// In the running set before the timer exists: a timer already due (a
-	// timeout and grace shorter than the claim's answer took) gives up at
-	// once, and its done must find x there to remove it. A hard stop that
-	// comes in between moves giveUpAt, which the timer is made with.
+	// The timeout, counted from the lease's start, and the grace after it
+	// may have run out before the claim's answer arrived: the handler is then
+	// not called. It was, after the timer had already reported its attempt
+	// abandoned and the job had gone back to run again beside it.
+	late := timeout > 0 && !began.Before(x.giveUpAt)
+	// In the running set before the timer exists: a hard stop that comes in
+	// between moves giveUpAt, which the timer is made with, and a timer
+	// already due gives up at once; its done must find x there to remove it.
 	w.running.add(x)
+	if late {
+		x.answered(outcome{err: fmt.Errorf("%w; not started: the claim's answer came %s into the lease",
+			timeoutError(timeout), began.Sub(leaseFrom).Round(time.Millisecond))})
+		return
+	}
 	x.mu.Lock() // tick waits for x.timer
 	x.timer = time.AfterFunc(x.nextDue(began), x.tick)
 	x.mu.Unlock()
@@ -241,11 +250,12 @@ func (x *execution) answered(o outcome) {
 }
 
 // end cancels the handler's context with cause, and gives the handler its
-// grace from now to return.
+// grace from now to return, but no later than by if by is set (the end of a
+// lease the heartbeat could not renew).
 //
 // Once finish released the context (releaseContext), the handler has returned
 // or was given up on after its context ended, and there is nothing to end.
-func (x *execution) end(cause error) {
+func (x *execution) end(cause error, by time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.cancel == nil {
@@ -253,7 +263,11 @@ func (x *execution) end(cause error) {
 	}
 	x.cancel(cause)
 	now := time.Now()
-	if at := now.Add(x.w.grace(x.lease)); !x.timerDone && (x.giveUpAt.IsZero() || at.Before(x.giveUpAt)) {
+	at := now.Add(x.w.grace(x.lease))
+	if !by.IsZero() && by.Before(at) {
+		at = by
+	}
+	if !x.timerDone && (x.giveUpAt.IsZero() || at.Before(x.giveUpAt)) {
 		x.giveUpAt = at
 		if x.timer != nil { // else runTask makes it with giveUpAt
 			x.timer.Reset(x.nextDue(now))
@@ -322,7 +336,9 @@ func (x *execution) stopTimer() {
 	x.timer = nil // tick and end touch it only before timerDone
 	quit, done := x.hbQuit, x.hbDone
 	x.mu.Unlock()
-	t.Stop()
+	if t != nil { // nil: a job whose timeout ran out before it began has none
+		t.Stop()
+	}
 	if quit != nil {
 		close(quit)
 		<-done
@@ -593,21 +609,26 @@ func (j jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, arg
 var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of returning")
 
 // heartbeat extends the lease now and every HeartbeatInterval until stop closes.
-// It cancels the handler when the job was canceled, when the lease is lost, and
-// when heartbeats kept failing: a margin before the lease last known good would
-// expire (leaseFrom, the time the claim was sent, at first; then the time the
-// last successful heartbeat was sent), whether or not a heartbeat call is under
-// way then. Past that point the reaper may requeue the job and another worker
-// claim it, so the margin is the handler's time to stop: half an interval, or
-// half the time between the next heartbeat and the lease's end if that is
-// shorter (an interval close to the lease), so that a heartbeat is always sent
-// before the worker gives up.
-func (w *Worker) heartbeat(fence driver.FenceParams, cancel func(cause error), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
+// It cancels the handler (end) when the job was canceled, when the lease is
+// lost, and when heartbeats kept failing: before the lease last known good
+// would expire (leaseFrom, the time the claim was sent, at first; then the
+// time the last successful heartbeat was sent), whether or not a heartbeat
+// call is under way then. Past the lease's end the reaper may requeue the job
+// and another worker claim it, so the handler must have returned by then: the
+// loop gives up early enough for the handler's grace to fit before the end
+// (giveUpLead), and end cuts the grace at the end. A failed heartbeat is
+// tried again after a quarter of an interval, not a whole one.
+//
+// A server may answer a heartbeat with the lease's length (a remote worker's
+// lease is the server's): the loop paces itself, and gives up, by that.
+func (w *Worker) heartbeat(fence driver.FenceParams, end func(cause error, by time.Time), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
 	interval, margin := w.heartbeatTiming(lease)
-	giveUp := leaseFrom.Add(lease - margin)
+	renewed := leaseFrom // the lease runs at least until renewed + lease
+	giveUp := renewed.Add(lease - w.giveUpLead(lease, interval, margin))
 	lost := func() {
-		cancel(fmt.Errorf("%w: no heartbeat succeeded in the %s since the lease was last renewed; it may expire within %s",
-			errLeaseUncertain, time.Since(giveUp.Add(margin-lease)).Round(time.Millisecond), margin))
+		end(fmt.Errorf("%w: no heartbeat succeeded in the %s since the lease was last renewed; it may expire within %s",
+			errLeaseUncertain, time.Since(renewed).Round(time.Millisecond), max(0, time.Until(renewed.Add(lease))).Round(time.Millisecond)),
+			renewed.Add(lease))
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -634,18 +655,26 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel func(cause error), s
 			callEnd = giveUp
 		}
 		ctx, c := context.WithDeadline(context.Background(), callEnd)
-		cancelRequested, err := w.be.heartbeat(ctx, fence)
+		cancelRequested, renewedFor, err := w.be.heartbeat(ctx, fence)
 		c()
 		switch {
 		case err == nil && cancelRequested:
-			cancel(errCanceled)
+			end(errCanceled, time.Time{})
 			return
 		case err == nil:
+			if renewedFor > 0 && renewedFor != lease {
+				// Another server, or the same under another setting,
+				// renewed it for another length.
+				lease = renewedFor
+				interval, margin = w.heartbeatTiming(lease)
+			}
 			// The lease now runs from no earlier than the request's sending.
-			giveUp = sent.Add(lease - margin)
+			renewed = sent
+			giveUp = renewed.Add(lease - w.giveUpLead(lease, interval, margin))
 			deadline.Reset(time.Until(giveUp))
+			t.Reset(interval)
 		case errors.Is(err, driver.ErrLeaseLost), errors.Is(err, driver.ErrNotFound):
-			cancel(fmt.Errorf("%w: %v", errLeaseLost, err))
+			end(fmt.Errorf("%w: %v", errLeaseLost, err), time.Time{})
 			return
 		default:
 			w.log.Warn("heartbeat failed", "job", fence.ID, "err", err)
@@ -653,8 +682,18 @@ func (w *Worker) heartbeat(fence driver.FenceParams, cancel func(cause error), s
 				lost()
 				return
 			}
+			t.Reset(max(interval/4, minInterval))
 		}
 	}
+}
+
+// giveUpLead is how long before a lease's end the heartbeat loop gives up on
+// a lease it could not renew: the handler's grace, so that a handler that
+// returns within it has returned before the lease may expire; but never so
+// early that no heartbeat is sent first (the lease less an interval and a
+// margin), and at least the margin.
+func (w *Worker) giveUpLead(lease, interval, margin time.Duration) time.Duration {
+	return max(margin, min(w.grace(lease), lease-interval-margin))
 }
 
 // report writes the outcome, retrying transient errors with the same request_id
