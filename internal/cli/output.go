@@ -27,11 +27,14 @@ func table(w io.Writer, header string, rows [][]string) {
 	_ = tw.Flush()
 }
 
-const jobHeader = "ID\tKIND\tQUEUE\tSTATUS\tATTEMPT\tPRIORITY\tRUN_AT\tCREATED_AT"
+// jobHeader's ATTEMPTS is the attempts used of max_attempts (executions,
+// which max_attempts bounds), as the DLQ's table has it; a job's attempt, the
+// claims it had, is in `jobs show`.
+const jobHeader = "ID\tKIND\tQUEUE\tSTATUS\tATTEMPTS\tPRIORITY\tRUN_AT\tCREATED_AT"
 
 func jobRow(j *drover.Job) []string {
-	attempt := fmt.Sprintf("%d/%d", j.Executions, j.MaxAttempts)
-	return []string{fmt.Sprint(j.ID), j.Kind, j.Queue, string(j.Status), attempt, fmt.Sprint(j.Priority),
+	used := fmt.Sprintf("%d/%d", j.Executions, j.MaxAttempts)
+	return []string{fmt.Sprint(j.ID), j.Kind, j.Queue, string(j.Status), used, fmt.Sprint(j.Priority),
 		ts(&j.RunAt), ts(&j.CreatedAt)}
 }
 
