@@ -312,3 +312,15 @@ func TestEmptyClaimClosesItsRequestID(t *testing.T) {
 		})
 	}
 }
+
+// A success with a stack is refused naming it, as one with an error is: the
+// stack was dropped without a word.
+func TestSuccessWithAStackIsRefused(t *testing.T) {
+	s := newTestServerOn(t, "sqlite", Config{})
+	task := enqueueAndClaim(t, s)
+	code, _, b := call(t, s, "POST", "/internal/task-complete", "", []byte(fmt.Sprintf(
+		`{"task_id":%d,"attempt":1,"lease_token":%q,"status":"succeeded","stack":"at main.go:1"}`, task.TaskID, task.LeaseToken)))
+	if code != http.StatusBadRequest || !strings.Contains(string(b), "stack") {
+		t.Errorf("a success with a stack: %d %s; want 400 naming stack", code, b)
+	}
+}

@@ -481,6 +481,10 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		if req.Error != nil {
 			return driver.Invalid("error", `must be absent when status is "succeeded"`)
 		}
+		if req.Stack != nil {
+			// Not dropped in silence: a stack goes with an error.
+			return driver.Invalid("stack", `must be absent when status is "succeeded"`)
+		}
 		size, cerr := driver.CheckJSONSize("output", req.Output)
 		if cerr != nil {
 			return cerr
