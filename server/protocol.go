@@ -188,7 +188,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		// the earliest its lease may have begun, where the answer's arrival
 		// could be any time later (see claimAnswer).
 		after := time.Since(arrived)
-		tasks, replayed, gone, err := s.claimOrGiveBack(r, p, left)
+		tasks, replayed, gone, err := s.claimOrGiveBack(r, p, left, p.RequestID == "" || p.ReplayOnly)
 		if err != nil {
 			return err
 		}
@@ -206,10 +206,12 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			// a late copy of this request (a proxy's resend) claims nothing
 			// for a worker that has moved on. Those jobs sat leased to nobody
 			// until the lease ran out, which cost a started job an execution.
-			// A copy that claimed meanwhile is answered its tasks, a replay.
+			// A copy that claimed meanwhile is answered its tasks, a replay;
+			// if this request's worker has left, they are not given back:
+			// that copy has answered them, or will (helper-19).
 			collect := p
 			collect.ReplayOnly = true
-			tasks, replayed, gone, err = s.claimOrGiveBack(r, collect, left)
+			tasks, replayed, gone, err = s.claimOrGiveBack(r, collect, left, false)
 			if err != nil {
 				return err
 			}
@@ -262,10 +264,11 @@ type claimAnswer struct {
 	Replayed            bool    `json:"replayed"`
 }
 
-// claimOrGiveBack claims and starts (claimAndStart), and gives back what a
-// worker that left can no longer receive (gone: answer no tasks). The claim
-// and its give-back are counted as work under way, which Close waits for.
-func (s *Server) claimOrGiveBack(r *http.Request, p driver.ClaimParams, left func() bool) (tasks []Task, replayed, gone bool, err error) {
+// claimOrGiveBack claims and starts (claimAndStart), and, if giveBack, gives
+// back what a worker that left can no longer receive (gone: answer no tasks).
+// The claim and its give-back are counted as work under way, which Close
+// waits for.
+func (s *Server) claimOrGiveBack(r *http.Request, p driver.ClaimParams, left func() bool, giveBack bool) (tasks []Task, replayed, gone bool, err error) {
 	defer s.work.begin()()
 	tasks, replayed, err = s.claimAndStart(r, p)
 	if err != nil || len(tasks) == 0 || !left() {
@@ -278,10 +281,11 @@ func (s *Server) claimOrGiveBack(r *http.Request, p driver.ClaimParams, left fun
 	// cost an attempt. With one, it may have resent the claim already and been
 	// answered these very tasks (a replay): given back, they would be claimed
 	// by another worker while it ran them. They are left to the resend, or to
-	// the lease's expiry if none comes. A collect's (replay_only) are given
-	// back: its worker is stopping and only ever gives them back itself (a
-	// collect that timed out left them leased to it, helper-50).
-	if p.RequestID == "" || p.ReplayOnly {
+	// the lease's expiry if none comes. A worker's collect's (replay_only) are
+	// given back: its worker is stopping and only ever gives them back itself
+	// (a collect that timed out left them leased to it, helper-50). The
+	// caller says which (giveBack).
+	if giveBack {
 		s.giveBack(r, tasks)
 	}
 	return nil, false, true, nil
@@ -304,6 +308,24 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []T
 	tasks = make([]Task, 0, len(jobs))
 	for _, j := range jobs {
 		replayed = replayed || j.Replayed
+		if j.Replayed {
+			// Claimed by an earlier sending, maybe at another server set to
+			// another lease: renewed here, the lease_seconds answered is the
+			// lease's from now, and the worker counts it from its first
+			// sending, earlier. Answered 30 s for a lease of 2 s, it paced its
+			// heartbeats by 30 and the job ran again beside it (helper-19).
+			res, err := s.drv.JobHeartbeat(ctx, driver.HeartbeatParams{FenceParams: driver.FenceParams{
+				ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, LeaseDuration: s.cfg.LeaseDuration}})
+			switch {
+			case errors.Is(err, driver.ErrLeaseLost), errors.Is(err, driver.ErrNotFound):
+				continue // reaped or canceled since: no longer the worker's
+			case err != nil:
+				return nil, false, err
+			case res.CancelRequested:
+				continue
+			}
+			j.LeaseExpiresAt = &res.LeaseExpiresAt
+		}
 		s.metrics.claimed(j.Queue)
 		t := taskOf(j)
 		t.LeaseSeconds = s.cfg.LeaseDuration.Seconds()
