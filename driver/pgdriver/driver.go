@@ -13,7 +13,9 @@ package pgdriver
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -166,8 +168,22 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 		// Drover begins itself could ask for its own level.
 		return nil, &isolationError{iso}
 	}
-	d.channel = "drover_wakeup_" + schema
+	d.channel = wakeupChannel(schema)
 	return d, nil
+}
+
+// wakeupChannel is the LISTEN/NOTIFY channel of the schema's wake-ups:
+// "drover_wakeup_" and the schema's name, or, when that is longer than a
+// channel may be (63 bytes), a hash of the name in its place. A schema of
+// 50 bytes or more (PostgreSQL allows 63) made pg_notify fail every enqueue
+// in a caller's transaction, and LISTEN cut the name, so no wake-up came.
+func wakeupChannel(schema string) string {
+	const prefix, maxLen = "drover_wakeup_", 63
+	if len(prefix)+len(schema) <= maxLen {
+		return prefix + schema
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return prefix + hex.EncodeToString(sum[:16])
 }
 
 // isolationParam is the setting Drover's sessions need at read committed.
