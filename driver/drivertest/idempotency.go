@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -450,6 +451,44 @@ func testReplayOtherAttempt(h *harness) {
 var idempotencyKeyTests = []suiteTest{
 	{"ConcurrentSameKey", testKeyConcurrent},
 	{"BatchWithRepeatedKey", testKeyBatch},
+	{"ConcurrentBatchesInOtherOrders", testKeyBatchesCrossed},
+}
+
+// testKeyBatchesCrossed: two batches that name the same keys in opposite
+// orders, enqueued at once, both succeed, and each key has one job. On
+// PostgreSQL each waited, through ON CONFLICT, for a key the other had
+// inserted first, and one failed with a deadlock (helper-20).
+func testKeyBatchesCrossed(h *harness) {
+	const keys, rounds = 50, 10
+	for r := range rounds {
+		fwd := make([]driver.InsertParams, keys)
+		for i := range fwd {
+			fwd[i] = h.params(func(p *driver.InsertParams) { p.IdempotencyKey = fmt.Sprintf("r%d-%d", r, i) })
+		}
+		rev := slices.Clone(fwd)
+		slices.Reverse(rev)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, 2)
+		for g, batch := range [][]driver.InsertParams{fwd, rev} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[g] = h.d.JobInsertMany(h.ctx, batch)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for g, err := range errs {
+			if err != nil {
+				h.t.Fatalf("round %d: batch %d of two naming the same keys in opposite orders: %v", r, g, err)
+			}
+		}
+	}
+	if all := h.listAll(driver.ListParams{Limit: 1000}); len(all) != keys*rounds {
+		h.t.Errorf("database holds %d jobs, want %d: one a key", len(all), keys*rounds)
+	}
 }
 
 func testKeyConcurrent(h *harness) {

@@ -2,12 +2,14 @@ package pgdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/drover-dev/drover/driver"
@@ -23,6 +25,14 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 	// its own: one commit. The wake-up follows in a statement of its own
 	// (insertMany), after that commit.
 	return d.insertMany(ctx, d.pool, params, false)
+}
+
+// insertTries bounds the sendings of an insert that deadlocked.
+const insertTries = 5
+
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
 // JobInsertManyTx implements driver.Driver; tx must be a pgx.Tx.
@@ -115,14 +125,24 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 			actors[i] = text("client")
 		}
 	}
-	rows, err := tx.Query(ctx, insertQueries[b2i(keyed)][b2i(inTx)], kinds, queues, args, metas, prios, runAts,
-		maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel)
-	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
-	}
-	inserted, err := collectJobs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
+	var inserted []*driver.Job
+	for try := 1; ; try++ {
+		rows, err := tx.Query(ctx, insertQueries[b2i(keyed)][b2i(inTx)], kinds, queues, args, metas, prios, runAts,
+			maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel)
+		if err == nil {
+			inserted, err = collectJobs(rows)
+		}
+		if err == nil {
+			break
+		}
+		// Two batches that name the same idempotency keys in other orders
+		// each wait, through ON CONFLICT, for a key the other inserted
+		// first, and PostgreSQL ends one with a deadlock. On the pool the
+		// statement committed nothing and is sent again; the caller's
+		// transaction is aborted, and the caller retries it.
+		if inTx || !isDeadlock(err) || try == insertTries {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
 	}
 	if !inTx {
 		d.publishReady(inserted)
@@ -161,6 +181,7 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 	}
 	out := make([]driver.InsertResult, n)
 	claimedKey := map[string]bool{}
+	var gone []int // inputs whose key's job was deleted between the two statements
 	for i, p := range params {
 		switch k := p.IdempotencyKey; {
 		case k == "":
@@ -177,9 +198,24 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		case existing[k] != nil:
 			out[i] = driver.InsertResult{Job: existing[k], Existing: true}
 		default:
-			// The conflicting row vanished between the insert and the read
-			// (deleted by retention): a retry will insert it.
-			return nil, fmt.Errorf("insert jobs: job with idempotency key %q disappeared during insert; retry", k)
+			gone = append(gone, i)
+		}
+	}
+	if len(gone) > 0 {
+		// The job that held the key was deleted (retention, a DLQ purge)
+		// between the insert and the read, so the key is free: these are
+		// inserted now. An error here said "retry" after the rest of the
+		// batch had committed, and the retry enqueued that rest twice.
+		again := make([]driver.InsertParams, len(gone))
+		for g, i := range gone {
+			again[g] = params[i]
+		}
+		res, err := d.insertMany(ctx, tx, again, inTx)
+		if err != nil {
+			return nil, err
+		}
+		for g, i := range gone {
+			out[i] = res[g]
 		}
 	}
 	return out, nil
