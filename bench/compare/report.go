@@ -241,7 +241,7 @@ func (r report) writeTable(w io.Writer) {
 	if file := r.Settings["explain"]; file != "" {
 		fmt.Fprintf(w, "\nthe issue's targets: not judged: this run explained every statement to %s (--explain), which slows them\n", file)
 	} else {
-		writeTargets(w, r.Results)
+		writeTargets(w, r.Machine, r.Results)
 	}
 	for _, e := range errs {
 		fmt.Fprintln(w, "ERROR:", e)

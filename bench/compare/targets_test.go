@@ -65,7 +65,7 @@ func TestTargetsOfTheREADMERun(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	writeTargets(&b, theREADMERun())
+	writeTargets(&b, machine{}, theREADMERun())
 	if !strings.Contains(b.String(), "the issue's targets") || strings.Count(b.String(), "NOT MET") != 1 {
 		t.Errorf("printed targets:\n%s\nwant a heading and one NOT MET", b.String())
 	}
@@ -114,6 +114,11 @@ func TestTargetsJudgeEachLine(t *testing.T) {
 		{"river lost a job", func(rs []result) { rs[1].Lost = 1 }, lostDup, false},
 		{"raw-sqlite completed one twice", func(rs []result) { rs[4].Dup = 1 }, lostDup, false},
 		{"a backlog run failed", func(rs []result) { rs[11].Error = "stalled" }, lostDup, false},
+		// The database's own count is judged too (helper-21).
+		{"jobs unfinished in the database", func(rs []result) { rs[0].DBUnfinished = 12 }, lostDup, false},
+		// The latency line is at the rate asked (helper-21).
+		{"a quarter of the rate offered", func(rs []result) { rs[8].AchievedPerSec = 250 }, latency, false},
+		{"the rate offered", func(rs []result) { rs[8].AchievedPerSec = 998 }, latency, true},
 	}
 	for _, c := range cases {
 		rs := theREADMERun()
@@ -122,6 +127,32 @@ func TestTargetsJudgeEachLine(t *testing.T) {
 		if !ok || got != c.met {
 			t.Errorf("%s: %q met = %v (present %v), want %v", c.name, c.line, got, ok, c.met)
 		}
+	}
+}
+
+// TestTargetsJudgeDurability: a run on PostgreSQL with synchronous_commit or
+// fsync off says so as a line not met (helper-21: it printed every line met).
+func TestTargetsJudgeDurability(t *testing.T) {
+	line := func(m machine) string {
+		var b bytes.Buffer
+		writeTargets(&b, m, theREADMERun())
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.Contains(l, "durability not weakened") {
+				return strings.Join(strings.Fields(l), " ")
+			}
+		}
+		return ""
+	}
+	for _, m := range []machine{{SynchronousCommit: "off", Fsync: "on"}, {SynchronousCommit: "on", Fsync: "off"}} {
+		if got := line(m); !strings.Contains(got, "weakened) NOT MET") {
+			t.Errorf("synchronous_commit=%s fsync=%s: %q, want the durability line not met", m.SynchronousCommit, m.Fsync, got)
+		}
+	}
+	if got := line(machine{SynchronousCommit: "on", Fsync: "on"}); !strings.Contains(got, "weakened) met") {
+		t.Errorf("both on: %q, want the durability line met", got)
+	}
+	if got := line(machine{}); got != "" {
+		t.Errorf("a run that did not contact PostgreSQL: %q, want no durability line", got)
 	}
 }
 
@@ -138,7 +169,7 @@ func TestTargetsLeaveOutWhatDidNotRun(t *testing.T) {
 		t.Errorf("targets of a SQLite-only burn-down = %+v; want the SQLite share met (60.0%%) and lost/dup not met, naming the run", got)
 	}
 	var b bytes.Buffer
-	writeTargets(&b, nil)
+	writeTargets(&b, machine{}, nil)
 	if b.Len() != 0 {
 		t.Errorf("targets of no run printed %q, want nothing", b.String())
 	}
@@ -165,12 +196,12 @@ func TestTargetsHeapNeedsFiveMinutes(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	writeTargets(&b, []result{{Workload: "continuous", Param: "5s", System: "drover", WorkPerSec: 100, WorkSeconds: 300, Heap: heapAround(4.6, 8.8)}})
+	writeTargets(&b, machine{}, []result{{Workload: "continuous", Param: "5s", System: "drover", WorkPerSec: 100, WorkSeconds: 300, Heap: heapAround(4.6, 8.8)}})
 	if want := "not judged  4.6 → 8.8 MiB, +91% (the line is over a 5m0s run; in a 5s one the first fifth is the warm-up)"; !strings.Contains(b.String(), want) {
 		t.Errorf("printed:\n%s\nwant a line with %q", b.String(), want)
 	}
 	b.Reset()
-	writeTargets(&b, theREADMERun())
+	writeTargets(&b, machine{}, theREADMERun())
 	if strings.Contains(b.String(), "not judged") || !strings.Contains(b.String(), "met      9.2 → 9.6 MiB, +4%") || !strings.Contains(b.String(), "NOT MET  26.9%") {
 		t.Errorf("the README's run printed:\n%s\nwant its heap judged, the verdicts 7 wide as before", b.String())
 	}
