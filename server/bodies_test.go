@@ -148,15 +148,7 @@ func TestClaimReplayOnly(t *testing.T) {
 					t.Errorf("claim %s: %d %s; want 400 naming %s", body, code, b, field)
 				}
 			}
-			claim := func(body string) claimAnswer {
-				t.Helper()
-				code, _, b := call(t, s, "POST", "/internal/task-claim", "", []byte(body))
-				var ans claimAnswer
-				if code != http.StatusOK || json.Unmarshal(b, &ans) != nil {
-					t.Fatalf("claim %s: %d %s", body, code, b)
-				}
-				return ans
-			}
+			claim := func(body string) claimAnswer { return claimOK(t, s, body) }
 			if ans := claim(`{"worker_id":"w","queues":["default"],"replay_only":true,"request_id":"r0"}`); len(ans.Tasks) != 0 {
 				t.Errorf("replay_only of a request_id never claimed answered %+v; want no tasks (the job is ready)", ans)
 			}
@@ -170,6 +162,18 @@ func TestClaimReplayOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claimOK sends a task-claim and returns its answer, failing t unless it is
+// a 200 with a claim's answer.
+func claimOK(t *testing.T, s *Server, body string) claimAnswer {
+	t.Helper()
+	code, _, b := call(t, s, "POST", "/internal/task-claim", "", []byte(body))
+	var ans claimAnswer
+	if code != http.StatusOK || json.Unmarshal(b, &ans) != nil {
+		t.Fatalf("claim %s: %d %s", body, code, b)
+	}
+	return ans
 }
 
 // A succeeded report's output is bounded as args are (1 MiB by default), and
@@ -288,15 +292,7 @@ func TestEmptyClaimClosesItsRequestID(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			s := newTestServerOn(t, kind, Config{})
-			claim := func(body string) claimAnswer {
-				t.Helper()
-				code, _, b := call(t, s, "POST", "/internal/task-claim", "", []byte(body))
-				var ans claimAnswer
-				if code != http.StatusOK || json.Unmarshal(b, &ans) != nil {
-					t.Fatalf("claim %s: %d %s", body, code, b)
-				}
-				return ans
-			}
+			claim := func(body string) claimAnswer { return claimOK(t, s, body) }
 			if ans := claim(`{"worker_id":"w","queues":["default"],"request_id":"r1"}`); len(ans.Tasks) != 0 {
 				t.Fatalf("claim of an empty queue answered %+v", ans)
 			}

@@ -7,33 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/internal/testdb"
 )
-
-// heldCollect holds the first replay_only JobClaim (the server's own close of
-// a request_id before it answers no tasks) until release is closed.
-type heldCollect struct {
-	driver.Driver
-	once             sync.Once
-	entered, release chan struct{}
-}
-
-func (h *heldCollect) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
-	if p.ReplayOnly {
-		first := false
-		h.once.Do(func() { first = true })
-		if first {
-			close(h.entered)
-			<-h.release
-		}
-	}
-	return h.Driver.JobClaim(ctx, p)
-}
 
 // Sending A of request_id R claims nothing and is about to close R; its
 // worker's connection breaks and the worker resends R (sending B), which
@@ -44,7 +23,9 @@ func (h *heldCollect) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*dr
 func TestEmptyClaimCloseGivesNothingBack(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
-			h := &heldCollect{Driver: testdb.Open(t, kind), entered: make(chan struct{}), release: make(chan struct{})}
+			// The server's own collect, its close of R before it answers no tasks.
+			h := &heldClaims{Driver: testdb.Open(t, kind), only: func(p driver.ClaimParams) bool { return p.ReplayOnly },
+				entered: make(chan struct{}), release: make(chan struct{})}
 			c, err := drover.NewClient(h, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -18,16 +18,20 @@ import (
 	"github.com/drover-dev/drover/internal/testdb"
 )
 
-// heldClaims holds the first JobClaim until release is closed, after closing
-// entered: the first sending of a claim is still at the database when its
-// worker's connection breaks.
+// heldClaims holds the first JobClaim (of those only picks, if set) until
+// release is closed, after closing entered: the first sending of a claim is
+// still at the database when its worker's connection breaks.
 type heldClaims struct {
 	driver.Driver
+	only             func(driver.ClaimParams) bool
 	once             sync.Once
 	entered, release chan struct{}
 }
 
 func (h *heldClaims) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
+	if h.only != nil && !h.only(p) {
+		return h.Driver.JobClaim(ctx, p)
+	}
 	first := false
 	h.once.Do(func() { first = true })
 	if first {

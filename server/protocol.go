@@ -189,19 +189,8 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		// could be any time later (see claimAnswer).
 		after := time.Since(arrived)
 		tasks, replayed, gone, err := s.claimOrGiveBack(r, p, left, p.RequestID == "" || p.ReplayOnly)
-		if err != nil {
-			return err
-		}
-		if gone {
-			return noTasks()
-		}
-		if replayed {
-			// Taken by the first sending of this request_id, before this one
-			// arrived: no later bound to give.
-			after = 0
-		}
 		remaining := time.Until(deadline)
-		if len(tasks) == 0 && (wake == nil || remaining <= 0) && p.RequestID != "" && !p.ReplayOnly {
+		if err == nil && !gone && len(tasks) == 0 && (wake == nil || remaining <= 0) && p.RequestID != "" && !p.ReplayOnly {
 			// About to answer none: close the request_id (a collect), so that
 			// a late copy of this request (a proxy's resend) claims nothing
 			// for a worker that has moved on. Those jobs sat leased to nobody
@@ -212,15 +201,17 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			collect := p
 			collect.ReplayOnly = true
 			tasks, replayed, gone, err = s.claimOrGiveBack(r, collect, left, false)
-			if err != nil {
-				return err
-			}
-			if gone {
-				return noTasks()
-			}
-			if replayed {
-				after = 0
-			}
+		}
+		if err != nil {
+			return err
+		}
+		if gone {
+			return noTasks()
+		}
+		if replayed {
+			// Taken by the first sending of this request_id, before this one
+			// arrived: no later bound to give.
+			after = 0
 		}
 		if len(tasks) > 0 || wake == nil || remaining <= 0 {
 			// Once written, the tasks are never given back here: the worker
