@@ -42,30 +42,7 @@ func TestLongSchemaNameWakeups(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WakeupSubscribe: %v", err)
 	}
-	// await reads wake-ups until want, publishing it again while none comes
-	// if again (LISTEN may start a moment after WakeupSubscribe returns).
-	await := func(want string, again bool) {
-		t.Helper()
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case q := <-sub:
-				if q == want {
-					return
-				}
-			case <-tick.C:
-				if again {
-					if err := d.WakeupPublish(ctx, []string{want}); err != nil {
-						t.Fatalf("WakeupPublish: %v", err)
-					}
-				}
-			case <-ctx.Done():
-				t.Fatalf("no wake-up for %q", want)
-			}
-		}
-	}
-	await("probe", true)
+	awaitWakeup(ctx, t, d, sub, "probe", "", true)
 	tx, err := d.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -77,5 +54,5 @@ func TestLongSchemaNameWakeups(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	await("q", false)
+	awaitWakeup(ctx, t, d, sub, "q", "", false)
 }

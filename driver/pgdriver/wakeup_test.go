@@ -10,6 +10,35 @@ import (
 	"github.com/drover-dev/drover/driver/pgdriver"
 )
 
+// awaitWakeup reads wake-ups from ch until one for want, failing t when ctx
+// ends first or when early (if set) wakes before it. With again it publishes
+// want every 250ms while none comes: LISTEN may start a moment after
+// WakeupSubscribe returns.
+func awaitWakeup(ctx context.Context, t *testing.T, d *pgdriver.Driver, ch <-chan string, want, early string, again bool) {
+	t.Helper()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case q := <-ch:
+			if q == early {
+				t.Fatalf("%q woke before %q", early, want)
+			}
+			if q == want {
+				return
+			}
+		case <-tick.C:
+			if again {
+				if err := d.WakeupPublish(ctx, []string{want}); err != nil {
+					t.Fatalf("WakeupPublish: %v", err)
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("no wake-up for %q", want)
+		}
+	}
+}
+
 // An enqueue on the pool sends its wake-up after its commit, in a statement of
 // its own: a NOTIFY in the insert would serialize the commits of concurrent
 // enqueues, WAL flushes included. One in the caller's transaction keeps the
@@ -44,29 +73,9 @@ func TestInsertWakeUpsFollowCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// await reads wake-ups until want; early names a queue that must not
-	// wake before it.
 	await := func(want, early string, again bool) {
 		t.Helper()
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case q := <-ch:
-				if q == early {
-					t.Fatalf("%q woke before %q", early, want)
-				}
-				if q == want {
-					return
-				}
-			case <-tick.C:
-				if again {
-					publish(want)
-				}
-			case <-ctx.Done():
-				t.Fatalf("no wake-up for %q", want)
-			}
-		}
+		awaitWakeup(ctx, t, d, ch, want, early, again)
 	}
 	publish("probe") // LISTEN may start a moment after WakeupSubscribe returns
 	await("probe", "", true)
