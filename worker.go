@@ -521,11 +521,20 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				group = &claimGroup{base: w.jobsBase, leaseFrom: leaseFrom}
 				group.left.Store(int64(len(jobs)))
 			}
-			for _, j := range jobs {
+			// The claim's executions, allocated execChunk at a time, not one a
+			// job. A chunk lives while any of its executions is referenced: a
+			// handler that never returns holds at most execChunk of them.
+			var execs []execution
+			for i, j := range jobs {
 				running.Add(1)
 				pending.Add(1)
 				w.jobs.Add(1)
-				w.runners.run(&execution{w: w, job: j, group: group, slots: q, lease: lease})
+				if i%execChunk == 0 {
+					execs = make([]execution, min(execChunk, len(jobs)-i))
+				}
+				x := &execs[i%execChunk]
+				x.w, x.job, x.group, x.slots, x.lease = w, j, group, q, lease
+				w.runners.run(x)
 			}
 			backlog = err == nil && len(jobs) == want
 			if backlog {

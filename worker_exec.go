@@ -131,6 +131,9 @@ func (x *execution) ended() {
 	x.w.jobs.Done()
 }
 
+// execChunk is how many executions produce allocates at once.
+const execChunk = 64
+
 // execution is one job's run, from its claim to its reported end.
 type execution struct {
 	w      *Worker

@@ -295,3 +295,45 @@ func TestClaimCommitIsNotCanceled(t *testing.T) {
 		t.Errorf("job after the claim: %+v, %v; want running", j, err)
 	}
 }
+
+// A job an operator left stalled (no Drover statement leaves one so) is
+// claimable, and its claimed event must say it came from stalled. A worker's
+// claim keeps a queued job's events in its row and reads no job's old status
+// for them: the one it writes out, for a stalled job, says stalled all the
+// same; a claim with a request_id reads each job's old status.
+func TestClaimOfAStalledJobSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	for _, req := range []string{"", "r-stalled"} {
+		jobs, err := d.JobInsertMany(ctx, []driver.InsertParams{
+			{Kind: "k", Queue: "s", Args: []byte(`{}`), MaxAttempts: 3},
+			{Kind: "k", Queue: "s", Args: []byte(`{}`), MaxAttempts: 3},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Pool().Exec(ctx, "UPDATE drover_jobs SET status = 'stalled' WHERE id = $1", jobs[1].Job.ID); err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"s"}, Limit: 2, Owner: "w", Start: true, RequestID: req})
+		if err != nil || len(claimed) != 2 {
+			t.Fatalf("request_id %q: claimed %d jobs, %v; want 2", req, len(claimed), err)
+		}
+		for i, want := range []lifecycle.Status{"queued", "stalled"} {
+			evs, err := d.JobEvents(ctx, jobs[i].Job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var from lifecycle.Status
+			for _, e := range evs {
+				if e.Type == "claimed" {
+					from = e.From
+				}
+			}
+			if from != want {
+				t.Errorf("request_id %q, job %d: claimed event from %q, want from %q (events %v)", req, jobs[i].Job.ID, from, want, evs)
+			}
+		}
+	}
+}

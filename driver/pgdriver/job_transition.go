@@ -1,10 +1,12 @@
 package pgdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -256,6 +258,7 @@ func (d *Driver) claimQueueFrom(ctx context.Context, q claimDB, p driver.ClaimPa
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	sortClaimOrder(jobs) // the statement answers them unsorted
 	return jobs, nil
 }
 
@@ -330,12 +333,21 @@ func (d *Driver) claimQueues(ctx context.Context, q claimDB, p driver.ClaimParam
 	return out, nil
 }
 
-// sortClaimOrder sorts jobs in claim order.
+// sortClaimOrder sorts jobs in claim order; jobs already in it (the common
+// case) are only read.
 func sortClaimOrder(jobs []*driver.Job) {
-	sort.Slice(jobs, func(i, j int) bool {
-		a, b := jobs[i], jobs[j]
-		return claimedBefore(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID)
-	})
+	before := func(a, b *driver.Job) int {
+		if claimedBefore(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID) {
+			return -1
+		}
+		if claimedBefore(b.Priority, b.RunAt, b.ID, a.Priority, a.RunAt, a.ID) {
+			return 1
+		}
+		return 0
+	}
+	if !slices.IsSortedFunc(jobs, before) {
+		slices.SortFunc(jobs, before)
+	}
 }
 
 // claimedBefore reports whether job a is claimed before job b: smaller
@@ -535,14 +547,15 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 	sent := make([]int64, n)
 	var now *time.Time
 	// Sent in id order, so concurrent batches take row locks in one order, and
-	// each job once: a later mention of a job runs on its own after the
-	// statement, in input order, as SQLite's batch does.
+	// each job once: a later mention of a job (next to its first, in this
+	// order) runs on its own after the statement, in input order, as SQLite's
+	// batch does.
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return params[order[a]].ID < params[order[b]].ID })
-	named := make(map[int64]bool, n)
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(params[a].ID, params[b].ID) })
+	named, last := false, int64(0) // the id last sent
 	for _, i := range order {
 		p := params[i]
 		if err := driver.CheckResult(p.Result); err != nil {
@@ -555,11 +568,11 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			// and an attempt past int4 is no job's (int32 would wrap it onto one).
 			continue
 		}
-		if named[p.ID] {
+		if named && last == p.ID {
 			sent[i] = repeatMention // run on its own below
 			continue
 		}
-		named[p.ID] = true
+		named, last = true, p.ID
 		sent[i] = int64(len(ids) + 1)
 		ids = append(ids, pgtype.Int8{Int64: p.ID, Valid: true})
 		attempts = append(attempts, pgtype.Int4{Int32: int32(p.Attempt), Valid: true})
@@ -570,7 +583,10 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			now = p.Now
 		}
 	}
-	done := map[int64]*driver.Job{}
+	// The statement's answer, by ordinal: done (every column) or, with
+	// idsOnly, got.
+	var done map[int64]*driver.Job
+	var got []bool
 	if len(ids) > 0 {
 		// One generic plan per connection (completePlanSettings). The arrays
 		// travel in binary, the statement's types cached; QueryExecModeExec
@@ -580,12 +596,12 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		if idsOnly {
 			query = completeManyOrds
 		}
-		read := ordinals
-		if idsOnly {
-			read = ordinalsOnly
-		}
 		err := queryUnder(ctx, d.pool, completePlanSettings, query, func(rows pgx.Rows) (err error) {
-			done, err = read(rows)
+			if idsOnly {
+				got, err = ordinalsOnly(rows, len(ids))
+			} else {
+				done, err = ordinals(rows)
+			}
 			return err
 		}, ids, attempts, tokens, results, reqs, nowArg(now))
 		if err != nil {
@@ -601,8 +617,11 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		if out[i].Err != nil {
 			continue
 		}
+		if sent[i] > 0 && idsOnly && got[sent[i]] {
+			continue // no job with idsOnly
+		}
 		if j, ok := done[sent[i]]; sent[i] > 0 && ok {
-			out[i].Job = j // nil with idsOnly
+			out[i].Job = j
 			continue
 		}
 		if sent[i] == repeatMention {

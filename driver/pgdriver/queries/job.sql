@@ -235,8 +235,12 @@ was AS MATERIALIZED (
     -- (TestClaimPlanUsesIndexesOnATinyTable). Materialized, it is one scan:
     -- inlined into the event's join, it was a probe per job that matched the
     -- whole id array again each time (EXPLAIN ANALYZE, claims of 1,000: 17 ms
-    -- of a 32 ms claim).
-    SELECT id, status FROM drover_jobs WHERE id = ANY (ARRAY(SELECT id FROM taken))
+    -- of a 32 ms claim). A worker's claim ($7 and no $6) writes an event only
+    -- for a job that was stalled (claim_seq below): it reads nothing here (a
+    -- one-time filter), and ev knows the status. The event's join read the
+    -- first of these rows all the same, with the id array sorted for it.
+    SELECT id, status FROM drover_jobs
+    WHERE NOT ($7::bool AND $6 = '') AND id = ANY (ARRAY(SELECT id FROM taken))
 ),
 j AS (
     -- The jobs of the taken rows, by primary key, whatever the table's size (a
@@ -261,10 +265,10 @@ ev AS (
     -- claimed, seq = rev after it; with start, the same row also records the
     -- started event that follows it (to_status 'running': see JobEvents).
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
-    SELECT j.id, CASE WHEN $7::bool THEN j.rev - 1 ELSE j.rev END, 'claimed', was.status,
+    SELECT j.id, CASE WHEN $7::bool THEN j.rev - 1 ELSE j.rev END, 'claimed', coalesce(was.status, 'stalled'),
            CASE WHEN $7::bool THEN 'running' ELSE 'claimed' END,
            coalesce($5::timestamptz, now()), 'worker:' || $3, nullif($6, ''), j.attempt
-    FROM j JOIN was ON was.id = j.id
+    FROM j LEFT JOIN was ON was.id = j.id
     WHERE j.claim_seq IS NULL
 ),
 lease AS (
@@ -272,7 +276,11 @@ lease AS (
     INSERT INTO drover_leases (expires_at, job_ids)
     SELECT min(lease_expires_at), array_agg(id) FROM j HAVING count(*) > 0
 )
-SELECT * FROM j ORDER BY priority, run_at, id;
+-- In the UPDATE's order (by id): the driver puts the jobs in claim order
+-- (claimQueueFrom). A sort here copied every row of the answer once more, and
+-- the rows already come in claim order when the queue's jobs share a priority
+-- and run_at follows id, as it does for jobs enqueued to run now.
+SELECT * FROM j;
 
 -- name: JobClaimByID
 -- Claims the jobs of $1 (one id, or the merged candidates of several queues)
