@@ -200,9 +200,9 @@ func formatUUID(u [16]byte) string {
 // slab hands out the jobs of one result, the times they point to and the
 // bytes of their args and metadata from chunks of slabJobs jobs (and as many
 // bytes as fit slabBytes), so that a claim of 1,000 jobs makes a few dozen
-// allocations where it made five a job (the job, two times, args and its
-// lease token's text): in a burn-down the worker's process spent a fifth of
-// its CPU allocating and collecting. A chunk lives as long as any job or
+// allocations for them where it made four a job (the job, two times and its
+// args; its lease token's text is still its own): in a burn-down the worker's
+// process spent a fifth of its CPU allocating and collecting. A chunk lives as long as any job or
 // value of it is referenced: a claim's jobs end at about the same time. Each
 // value handed out is capped at its length, so an append to a job's args
 // copies them instead of writing over the next job's.
