@@ -202,10 +202,13 @@ func formatUUID(u [16]byte) string {
 // bytes as fit slabBytes), so that a claim of 1,000 jobs makes a few dozen
 // allocations for them where it made four a job (the job, two times and its
 // args; its lease token's text is still its own): in a burn-down the worker's
-// process spent a fifth of its CPU allocating and collecting. A chunk lives as long as any job or
-// value of it is referenced: a claim's jobs end at about the same time. Each
-// value handed out is capped at its length, so an append to a job's args
-// copies them instead of writing over the next job's.
+// process spent a fifth of its CPU allocating and collecting. A result's
+// chunks start small and double up to those sizes, so a job read alone
+// (JobGet, a fenced call's answer) and kept by its caller is not a claim's
+// worth of memory. A chunk lives as long as any job or value of it is
+// referenced: a claim's jobs end at about the same time. Each value handed
+// out is capped at its length, so an append to a job's args copies them
+// instead of writing over the next job's.
 type slab struct {
 	jobs  []driver.Job
 	times []time.Time
@@ -219,7 +222,7 @@ const (
 
 func (s *slab) job() *driver.Job {
 	if len(s.jobs) == cap(s.jobs) {
-		s.jobs = make([]driver.Job, 0, slabJobs)
+		s.jobs = make([]driver.Job, 0, min(max(2*cap(s.jobs), 1), slabJobs))
 	}
 	s.jobs = s.jobs[:len(s.jobs)+1]
 	return &s.jobs[len(s.jobs)-1]
@@ -233,7 +236,7 @@ func (s *slab) utcOrNil(t pgtype.Timestamptz) *time.Time {
 		return nil
 	}
 	if len(s.times) == cap(s.times) {
-		s.times = make([]time.Time, 0, 2*slabJobs)
+		s.times = make([]time.Time, 0, min(max(2*cap(s.times), 2), 2*slabJobs))
 	}
 	s.times = append(s.times, t.Time.UTC())
 	return &s.times[len(s.times)-1]
@@ -249,7 +252,7 @@ func (s *slab) bytes(b []byte) json.RawMessage {
 		return append(json.RawMessage(nil), b...)
 	}
 	if cap(s.buf)-len(s.buf) < len(b) {
-		s.buf = make([]byte, 0, slabBytes)
+		s.buf = make([]byte, 0, min(max(2*cap(s.buf), 4*len(b), 256), slabBytes))
 	}
 	at := len(s.buf)
 	s.buf = append(s.buf, b...)
