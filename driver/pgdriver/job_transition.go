@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -336,30 +335,24 @@ func (d *Driver) claimQueues(ctx context.Context, q claimDB, p driver.ClaimParam
 // sortClaimOrder sorts jobs in claim order; jobs already in it (the common
 // case) are only read.
 func sortClaimOrder(jobs []*driver.Job) {
-	before := func(a, b *driver.Job) int {
-		if claimedBefore(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID) {
-			return -1
-		}
-		if claimedBefore(b.Priority, b.RunAt, b.ID, a.Priority, a.RunAt, a.ID) {
-			return 1
-		}
-		return 0
+	order := func(a, b *driver.Job) int {
+		return claimOrder(a.Priority, a.RunAt, a.ID, b.Priority, b.RunAt, b.ID)
 	}
-	if !slices.IsSortedFunc(jobs, before) {
-		slices.SortFunc(jobs, before)
+	if !slices.IsSortedFunc(jobs, order) {
+		slices.SortFunc(jobs, order)
 	}
 }
 
-// claimedBefore reports whether job a is claimed before job b: smaller
-// priority, then earlier run_at, then smaller id.
-func claimedBefore(pa int, ra time.Time, ia int64, pb int, rb time.Time, ib int64) bool {
-	if pa != pb {
-		return pa < pb
+// claimOrder compares job a with job b in claim order (negative: a is
+// claimed first): smaller priority, then earlier run_at, then smaller id.
+func claimOrder(pa int, ra time.Time, ia int64, pb int, rb time.Time, ib int64) int {
+	if c := cmp.Compare(pa, pb); c != 0 {
+		return c
 	}
-	if !ra.Equal(rb) {
-		return ra.Before(rb)
+	if c := ra.Compare(rb); c != 0 {
+		return c
 	}
-	return ia < ib
+	return cmp.Compare(ia, ib)
 }
 
 // claimCandidates returns the ids of the first limit claimable jobs of queues
@@ -394,9 +387,8 @@ func (d *Driver) claimCandidates(ctx context.Context, db claimDB, queues []strin
 			return nil, fmt.Errorf("claim: candidates of queue %q: %w", q, err)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		a, b := all[i], all[j]
-		return claimedBefore(int(a.priority), a.runAt, a.id, int(b.priority), b.runAt, b.id)
+	slices.SortFunc(all, func(a, b cand) int {
+		return claimOrder(int(a.priority), a.runAt, a.id, int(b.priority), b.runAt, b.id)
 	})
 	ids := make([]int64, 0, min(limit, len(all)))
 	for _, c := range all[:min(limit, len(all))] {
