@@ -91,39 +91,12 @@ func TestExplainLogFilesPlansByStatement(t *testing.T) {
 // holds the plans of Drover's claim and completion and of raw's, and the
 // report judges no target.
 func TestExplainRun(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	admin := testdb.Connect(ctx, t) // skips, or fails under CI=true, if PostgreSQL is down
-	u, err := url.Parse(testdb.PostgresBaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/drover_compare_test"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS drover_compare_test WITH (FORCE)"); err != nil {
-			t.Errorf("drop the harness's database: %v", err)
-		}
-	})
+	dbURL := harnessDatabase(t)
 	file := filepath.Join(t.TempDir(), "plans.txt")
-	stdout := os.Stdout
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Stdout = w
-	out := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		out <- string(b)
-	}()
-	err = run([]string{"--database-url", u.String(), "--workloads", "burn-down", "--system", "drover,raw",
-		"--jobs", "3000", "--explain", file})
-	os.Stdout = stdout
-	w.Close()
-	table := <-out
+	table, err := captureStdout(t, func() error {
+		return run([]string{"--database-url", dbURL, "--workloads", "burn-down", "--system", "drover,raw",
+			"--jobs", "3000", "--explain", file})
+	})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, table)
 	}
@@ -144,4 +117,50 @@ func TestExplainRun(t *testing.T) {
 			t.Errorf("the plans lack %q:\n%s", want, plans)
 		}
 	}
+}
+
+// harnessDatabase gives a test a database of its own on the tests' PostgreSQL
+// (the harness refuses the tests' database), dropped when the test ends, and
+// returns its URL. It skips the test, or fails it under CI=true, if PostgreSQL
+// is down.
+func harnessDatabase(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admin := testdb.Connect(ctx, t)
+	u, err := url.Parse(testdb.PostgresBaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/drover_compare_test"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS drover_compare_test WITH (FORCE)"); err != nil {
+			t.Errorf("drop the harness's database: %v", err)
+		}
+	})
+	return u.String()
+}
+
+// captureStdout runs fn with os.Stdout sent to a pipe, and returns what fn
+// wrote there and fn's error.
+func captureStdout(t *testing.T, fn func() error) (string, error) {
+	t.Helper()
+	stdout := os.Stdout
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout = w
+	out := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	err = fn()
+	os.Stdout = stdout
+	w.Close()
+	return <-out, err
 }

@@ -152,7 +152,10 @@ func run(args []string) error {
 			return errors.New("--explain explains PostgreSQL's statements, and --sqlite-only contacts no PostgreSQL")
 		}
 	}
-	var latencyCSV *os.File
+	// An io.Writer, not an *os.File: a nil *os.File in the interface is not a
+	// nil interface, and the latency workload wrote to it and failed every run
+	// made without the flag.
+	var latencyCSV io.Writer
 	if *latCSV != "" {
 		if !contains(wl, "latency") {
 			return fmt.Errorf("--latency-csv is written by the latency workload, and --workloads %s leaves it out", strings.Join(wl, ","))
@@ -350,10 +353,13 @@ func run(args []string) error {
 		}
 	}
 	if *output == "json" {
-		return rep.writeJSON(os.Stdout)
+		if err := rep.writeJSON(os.Stdout); err != nil {
+			return err
+		}
+	} else {
+		rep.writeTable(os.Stdout)
 	}
-	rep.writeTable(os.Stdout)
-	return nil
+	return rep.failed()
 }
 
 // openPG checks dbURL, creates its database if needed and takes the run lock; it

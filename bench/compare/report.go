@@ -63,6 +63,22 @@ func printSaved(path string, w io.Writer) error {
 	return nil
 }
 
+// failed is nil when every workload ran to its end, and otherwise an error
+// that counts the runs that failed, whose causes the report printed (ERROR):
+// a run with a failed workload exits non-zero.
+func (r report) failed() error {
+	n := 0
+	for _, res := range r.Results {
+		if res.Error != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d workload runs failed; the report says why (ERROR)", n, len(r.Results))
+}
+
 func (r report) writeJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
