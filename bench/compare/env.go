@@ -49,30 +49,18 @@ func ensureDatabase(ctx context.Context, dbURL string) error {
 	return nil
 }
 
-// withSearchPath returns dbURL with search_path set to schema, which pgx sends as
-// a run-time parameter on every connection.
-func withSearchPath(dbURL, schema string) (string, error) {
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		return "", err
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
 // newPool opens a pool on schema with the same settings for every system; a
 // system's pool explains its statements to ex (--explain), when ex is not nil.
+// search_path is a run-time parameter pgx sends on every connection, set on the
+// parsed config: written back into the URL's query, its re-encoding turned a
+// space in another parameter (default_transaction_isolation=read%20committed)
+// into a '+', which PostgreSQL refused.
 func newPool(ctx context.Context, dbURL, schema string, maxConns int, ex *explainLog, system string) (*pgxpool.Pool, error) {
-	u, err := withSearchPath(dbURL, schema)
+	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		return nil, err
-	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	if maxConns > 0 {
 		cfg.MaxConns = int32(maxConns)
 	}

@@ -31,7 +31,7 @@ func main() {
 
 // run runs the harness with the command line args (without the program's
 // name). Every flag is checked before anything is opened or written.
-func run(args []string) error {
+func run(args []string) (runErr error) {
 	fl := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
 		dbURL       = fl.String("database-url", "postgres://postgres@127.0.0.1:5432/drover_bench?sslmode=disable", "PostgreSQL database for every run (created if missing); each system gets its own schema")
@@ -81,7 +81,10 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected argument %q: every setting is a flag (-h lists them)", fl.Arg(0))
 	}
 	if *tableFrom != "" {
-		return printSaved(*tableFrom, os.Stdout)
+		if err := printSaved(*tableFrom, os.Stdout); err != nil {
+			return fmt.Errorf("--table-from: %w", err)
+		}
+		return nil
 	}
 	if *output != "table" && *output != "json" {
 		return fmt.Errorf("-o must be table or json, got %q", *output)
@@ -152,6 +155,37 @@ func run(args []string) error {
 			return errors.New("--explain explains PostgreSQL's statements, and --sqlite-only contacts no PostgreSQL")
 		}
 	}
+	if !*sqliteOnly && !contains(wl, "burn-down") && !contains(wl, "continuous") &&
+		!contains(sysNames, "drover") && !contains(sysNames, "river") {
+		// Raw has no queue logic: nothing wakes its claims and it has no
+		// claim to time, so it runs neither latency nor backlog.
+		return fmt.Errorf("--system %s runs burn-down and continuous only, and --workloads %s has neither (latency and backlog run on drover and river)",
+			strings.Join(sysNames, ","), strings.Join(wl, ","))
+	}
+	if *sqliteDir != "" {
+		if fi, err := os.Stat(*sqliteDir); err != nil {
+			return fmt.Errorf("--sqlite-dir: %w", err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("--sqlite-dir: %s is not a directory", *sqliteDir)
+		}
+	}
+	if *memProfile != "" {
+		// Created now, so a path that cannot be written is refused before the
+		// run; written at its end, and a failed write fails the run.
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		defer func() {
+			err := pprof.Lookup("allocs").WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil && runErr == nil {
+				runErr = fmt.Errorf("--memprofile: %w", err)
+			}
+		}()
+	}
 	// An io.Writer, not an *os.File: a nil *os.File in the interface is not a
 	// nil interface, and the latency workload wrote to it and failed every run
 	// made without the flag.
@@ -192,26 +226,13 @@ func run(args []string) error {
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			return err
+			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
-	}
-	if *memProfile != "" {
-		defer func() {
-			f, err := os.Create(*memProfile)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "compare: memprofile:", err)
-				return
-			}
-			defer f.Close()
-			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-				fmt.Fprintln(os.Stderr, "compare: memprofile:", err)
-			}
-		}()
 	}
 	o := opts{
 		jobs: *jobs, insertBatch: *insertBatch, insertWorkers: *insertWork, continuous: *contDur, maxPending: *maxPending,
@@ -309,11 +330,16 @@ func run(args []string) error {
 	if admin != nil {
 		mach = describeMachine(ctx, admin, poolMax)
 	}
-	rep := report{Machine: mach, Settings: describeSettings(o, k, rk, wl)}
+	rep := report{Started: time.Now().UTC().Format(time.RFC3339), Machine: mach, Settings: describeSettings(o, k, rk, wl)}
 	rep.Settings["burn_down_rounds"] = fmt.Sprint(*burnRounds)
 	if ex != nil {
 		rep.Settings["explain"] = *explainF
 	}
+	// An interrupt (Ctrl-C) stops the run: the workload it cut short is left
+	// out of the report, whose jobs it cut off would otherwise count as lost,
+	// and the report of the workloads before it is printed.
+	interrupted := ""
+workloads:
 	for _, w := range wl {
 		runOn := systems
 		if w == "burn-down" || w == "continuous" {
@@ -323,15 +349,21 @@ func run(args []string) error {
 			runOn = burnDownSchedule(runOn, *burnRounds)
 		}
 		from := len(rep.Results)
+		cut := func() { interrupted, rep.Results = w, rep.Results[:from] }
 		for _, s := range runOn {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				cut()
+				break workloads
 			}
 			if (w == "latency" || w == "backlog") && s.name() == "raw" {
 				continue // no queue logic: nothing to wake a claim, nothing to measure
 			}
 			logf("%s on %s", w, s.name())
 			if err := prepare(s); err != nil {
+				if ctx.Err() != nil {
+					cut()
+					break workloads
+				}
 				return err
 			}
 			switch w {
@@ -344,6 +376,10 @@ func run(args []string) error {
 			case "backlog":
 				rep.Results = append(rep.Results, backlog(ctx, s, o, settleFn)...)
 			}
+			if ctx.Err() != nil {
+				cut()
+				break workloads
+			}
 			if r := rep.Results[len(rep.Results)-1]; r.Error != "" {
 				logf("%s on %s: %s", w, s.name(), r.Error)
 			}
@@ -352,12 +388,21 @@ func run(args []string) error {
 			rep.Results = append(rep.Results[:from], mergeRounds(rep.Results[from:])...)
 		}
 	}
+	if interrupted != "" {
+		cancel() // a second Ctrl-C ends the process
+		if len(rep.Results) == 0 {
+			return fmt.Errorf("interrupted during %s, the first workload: no report", interrupted)
+		}
+	}
 	if *output == "json" {
 		if err := rep.writeJSON(os.Stdout); err != nil {
 			return err
 		}
 	} else {
 		rep.writeTable(os.Stdout)
+	}
+	if interrupted != "" {
+		return fmt.Errorf("interrupted during %s: it is left out of the report, which shows the workloads before it", interrupted)
 	}
 	return rep.failed()
 }

@@ -34,6 +34,12 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--sqlite-only", "--explain", "plans.txt"}, "--explain explains PostgreSQL's statements, and --sqlite-only contacts no PostgreSQL"},
 		{[]string{"burn-down"}, `unexpected argument "burn-down"`},
 		{[]string{"--latency-csv", "lat.csv", "--workloads", "burn-down"}, "--latency-csv is written by the latency workload, and --workloads burn-down leaves it out"},
+		{[]string{"--workloads", "latency,backlog", "--system", "raw"}, "--system raw runs burn-down and continuous only, and --workloads latency,backlog has neither"},
+		{[]string{"--sqlite-dir", "/nonexistent-drover-compare"}, "--sqlite-dir: stat /nonexistent-drover-compare: no such file or directory"},
+		{[]string{"--sqlite-dir", "main.go"}, "--sqlite-dir: main.go is not a directory"},
+		{[]string{"--memprofile", "/nonexistent-drover-compare/m.prof"}, "--memprofile: open /nonexistent-drover-compare/m.prof"},
+		{[]string{"--cpuprofile", "/nonexistent-drover-compare/c.prof"}, "--cpuprofile: open /nonexistent-drover-compare/c.prof"},
+		{[]string{"--table-from", "/nonexistent-drover-compare.json"}, "--table-from: open /nonexistent-drover-compare.json"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			prof := filepath.Join(t.TempDir(), "cpu.prof")

@@ -7,11 +7,11 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
 type report struct {
+	Started  string            `json:"started,omitempty"` // when the run began (RFC 3339, UTC)
 	Machine  machine           `json:"machine"`
 	Settings map[string]string `json:"settings"`
 	Results  []result          `json:"results"`
@@ -96,7 +96,12 @@ type row struct {
 
 func (r report) writeTable(w io.Writer) {
 	m := r.Machine
-	fmt.Fprintf(w, "Drover vs River — %s\n", time.Now().UTC().Format(time.RFC3339))
+	// The run's time, not the printing's: --table-from prints a saved run.
+	started := r.Started
+	if started == "" {
+		started = "(a report saved without its run's time)"
+	}
+	fmt.Fprintf(w, "Drover vs River — %s\n", started)
 	fmt.Fprintf(w, "machine:  %d CPUs (GOMAXPROCS %d), %s, %s\n", m.CPUs, m.GOMAXPROCS, m.OS, m.GoVersion)
 	if m.PostgreSQL == "" {
 		fmt.Fprintln(w, "postgres: not contacted (--sqlite-only)")

@@ -63,7 +63,13 @@ func (s *droverSys) reset(ctx context.Context) error {
 		if err := removeSQLite(s.sqlitePath); err != nil {
 			return err
 		}
-		s.drv, err = sqlitedriver.Open(s.sqlitePath, sqlitedriver.Options{})
+		// Only a driver that opened goes into s.drv: a nil *Driver in the
+		// interface is not nil, and closeDB called Close on it (a panic
+		// that hid the error).
+		var d *sqlitedriver.Driver
+		if d, err = sqlitedriver.Open(s.sqlitePath, sqlitedriver.Options{}); err == nil {
+			s.drv = d
+		}
 	} else {
 		if err := resetSchema(ctx, s.admin, s.schema); err != nil {
 			return err
@@ -71,7 +77,10 @@ func (s *droverSys) reset(ctx context.Context) error {
 		if s.pool, err = newPool(ctx, s.dbURL, s.schema, s.maxConns, s.explain, s.label); err != nil {
 			return err
 		}
-		s.drv, err = pgdriver.NewFromPool(ctx, s.pool, pgdriver.Options{})
+		var d *pgdriver.Driver
+		if d, err = pgdriver.NewFromPool(ctx, s.pool, pgdriver.Options{}); err == nil {
+			s.drv = d
+		}
 	}
 	if err != nil {
 		return err
