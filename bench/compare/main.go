@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +43,8 @@ func run(args []string) (runErr error) {
 		maxPending  = fl.Int64("max-pending", 50_000, "continuous: the enqueuer keeps at most this many jobs not yet completed")
 		latRate     = fl.Int("latency-rate", 1000, "latency: jobs offered per second (one insert each)")
 		latDur      = fl.Duration("latency-duration", 30*time.Second, "latency: how long the rate is offered")
-		backlogF    = fl.String("backlog", "10000,1000000,5000000", "backlog: table sizes (rows), grown in turn")
-		backlogJobs = fl.Int("backlog-jobs", 1000, "backlog: jobs run one at a time per size")
+		backlogF    = fl.String("backlog", "10000,1000000,5000000", "backlog: table sizes (rows), each in a table of its own, measured in turn")
+		backlogJobs = fl.Int("backlog-jobs", 1000, "backlog: jobs measured per size, run one at a time in blocks of 100")
 		backlogFut  = fl.Float64("backlog-future", 0.1, "backlog: fraction of seeded rows waiting far in the future (the rest finished)")
 		burnRounds  = fl.Int("burn-down-rounds", 1, "burn-down: run every system this many times, each round in the reverse order of the one before, and report each one's median (and each round's figures and quotients)")
 		sqlite      = fl.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous); raw runs as raw-sqlite and raw-sqlite-row (raw on Drover's job row)")
@@ -102,6 +103,9 @@ func run(args []string) (runErr error) {
 		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
 		if err != nil || n < 2 {
 			return fmt.Errorf("--backlog: %q is not a size of at least 2", f)
+		}
+		if slices.Contains(sizes, n) {
+			return fmt.Errorf("--backlog: %d is given twice (each size is a table of its own)", n)
 		}
 		sizes = append(sizes, n)
 	}

@@ -25,6 +25,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--continuous", "-1s"}, "--continuous must be positive, got -1s"},
 		{[]string{"--burn-down-rounds", "0"}, "--burn-down-rounds must be at least 1, got 0"},
 		{[]string{"--backlog", "10,abc"}, `--backlog: "abc" is not a size of at least 2`},
+		{[]string{"--backlog", "10, 20,10"}, "--backlog: 10 is given twice (each size is a table of its own)"},
 		{[]string{"--backlog-future", "1.5"}, "--backlog-future must be a fraction from 0 to 1, got 1.5"},
 		{[]string{"--workloads", "foo"}, `unknown workload "foo"`},
 		{[]string{"--system", "bogus"}, `unknown system "bogus"`},

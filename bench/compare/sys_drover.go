@@ -55,6 +55,11 @@ func newDroverSQLite(dir string, k knobs) *droverSys {
 
 func (s *droverSys) name() string { return s.label }
 
+// twin is the same system in the schema s.schema+suffix; it is reset apart.
+func (s *droverSys) twin(suffix string) system {
+	return &droverSys{label: s.label, k: s.k, admin: s.admin, dbURL: s.dbURL, schema: s.schema + suffix, maxConns: s.maxConns, explain: s.explain}
+}
+
 func (s *droverSys) reset(ctx context.Context) error {
 	s.closeDB()
 	s.doneTemplate, s.futureTemplate = 0, 0

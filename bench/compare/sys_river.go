@@ -64,6 +64,11 @@ func newRiver(admin *pgxpool.Pool, dbURL string, maxConns int, ex *explainLog, k
 
 func (s *riverSys) name() string { return "river" }
 
+// twin is the same system in the schema s.schema+suffix; it is reset apart.
+func (s *riverSys) twin(suffix string) system {
+	return &riverSys{k: s.k, admin: s.admin, dbURL: s.dbURL, schema: s.schema + suffix, maxConns: s.maxConns, explain: s.explain}
+}
+
 var discard = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 func (s *riverSys) reset(ctx context.Context) error {

@@ -40,6 +40,13 @@ type seeder interface {
 	seed(ctx context.Context, done, future int64) error
 }
 
+// twinner is a system that can make a copy of itself with storage of its own
+// (its schema with suffix added), reset and wiped apart from it: the backlog
+// holds each size in a table of its own.
+type twinner interface {
+	twin(suffix string) system
+}
+
 // knobs are the worker settings shared by Drover and the raw baseline.
 type knobs struct {
 	concurrency     int // handler slots

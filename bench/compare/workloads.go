@@ -377,81 +377,162 @@ func latency(ctx context.Context, s system, o opts) result {
 	return r
 }
 
-// backlogWarmup jobs run before each backlog measurement and are not counted.
-const backlogWarmup = 10
+// backlogBlock jobs of one size are measured back to back, after
+// backlogWarmup more that are not, between its worker's start and its stop.
+const (
+	backlogBlock  = 100
+	backlogWarmup = 10
+)
 
-// backlog grows the table to each size in turn (seeded rows, not measured), then
-// runs jobs one at a time — enqueue, wait for its completion, next — and reports
-// enqueue→start (the claim) and enqueue→finish latencies.
+// backlog gives each size a table of its own (the system, then a twin of it in
+// a schema of its own for each larger size) and seeds them (rows that are not
+// measured). Then it takes the sizes in turn, a block at a time: start that
+// size's workers, run backlogWarmup + backlogBlock jobs one at a time —
+// enqueue, wait for its completion, next — and stop them, until every size has
+// run --backlog-jobs measured jobs. It reports enqueue→start (the claim) and
+// enqueue→finish latencies per size, over every block's measured jobs.
+//
+// The sizes are interleaved, not measured one after another, because the
+// machine drifts: a p50 over one size's 1,000 jobs (~1.5 s) moved by ±15% from
+// one run to the next with nothing changed (the fiftieth session's standalone
+// runs: 0.87–1.43 ms at 10k rows), and a ratio of two such p50s taken minutes
+// apart missed 1.3× in three full runs of fourteen on drift alone. In blocks a
+// fraction of a second long, drift moves every size alike and the ratio keeps
+// what the table's size does.
+//
+// Only the size being measured has its workers running: with every size's
+// running at once, the idle ones' maintenance loops (three engines' reapers,
+// reconcilers and leases; River's services) raised the p99 of every size to
+// 3.4–8.0 ms, against 1.6–2.7 ms at 10k and 1M rows one at a time (fifty-first
+// session). The warm-up
+// of each block keeps the start of a worker (its listener, its first claim)
+// out of the figures.
 func backlog(ctx context.Context, s system, o opts, settleFn func() error) []result {
 	sd, ok := s.(seeder)
 	if !ok {
 		return nil
 	}
+	tw, ok := s.(twinner)
+	if !ok {
+		return nil
+	}
 	sizes := slices.Clone(o.backlog)
 	slices.Sort(sizes)
-	var out []result
-	var have int64
-	for _, size := range sizes {
-		r := result{Workload: "backlog", Param: fmt.Sprintf("%d rows", size), System: s.name(), DBUnfinished: -1}
-		add := size - have
-		if add > 0 {
-			future := int64(float64(add) * o.backlogFuture)
-			began := time.Now()
-			if err := sd.seed(ctx, add-future, future); err != nil {
-				r.Error = "seed: " + err.Error()
-				out = append(out, r)
-				return out
-			}
-			have = size
-			logf("%s: backlog: seeded %d rows (%d waiting far in the future) in %s", s.name(), add, future, time.Since(began).Round(time.Millisecond))
-			if err := settleFn(); err != nil {
-				r.Error = err.Error()
-				out = append(out, r)
-				return out
+	out := make([]result, len(sizes))
+	for i, size := range sizes {
+		out[i] = result{Workload: "backlog", Param: fmt.Sprintf("%d rows", size), System: s.name(), DBUnfinished: -1}
+	}
+	// fail marks every size: one whose measurement another's failure cut short
+	// is no figure either.
+	fail := func(i int, msg string) []result {
+		for j := range out {
+			if j == i {
+				out[j].Error = msg
+			} else if out[j].Error == "" {
+				out[j].Error = fmt.Sprintf("%s failed: %s", out[i].Param, msg)
 			}
 		}
-		t := newTracker(true)
-		t.watch = make(chan int64, 64)
-		n := int64(backlogWarmup + o.backlogJobs)
-		t.reserve(int(n))
-		if err := s.start(ctx, t); err != nil {
-			r.Error = "start: " + err.Error()
-			out = append(out, r)
-			return out
-		}
-		for seq := range n {
-			t.enqueued(seq, time.Now())
-			if err := s.insertOne(ctx, seq); err != nil {
-				r.Error = "insert: " + err.Error()
-				break
-			}
-			timeout := time.After(o.stall)
-		wait:
-			for {
-				select {
-				case got := <-t.watch:
-					if got == seq {
-						break wait
-					}
-				case <-timeout:
-					r.Error = fmt.Sprintf("job %d not completed within %s", seq, o.stall)
-					break wait
-				}
-			}
-			if r.Error != "" {
-				break
+		return out
+	}
+
+	insts := make([]system, len(sizes))
+	insts[0] = s
+	defer func() {
+		for _, in := range insts[1:] {
+			if in != nil {
+				in.close()
 			}
 		}
-		start, fin := t.latencySamples(backlogWarmup, n, false)
+	}()
+	for i, size := range sizes {
+		if i > 0 {
+			insts[i] = tw.twin(fmt.Sprintf("_%d", size))
+			if err := insts[i].reset(ctx); err != nil {
+				return fail(i, "reset: "+err.Error())
+			}
+			sd = insts[i].(seeder)
+		}
+		future := int64(float64(size) * o.backlogFuture)
+		began := time.Now()
+		if err := sd.seed(ctx, size-future, future); err != nil {
+			return fail(i, "seed: "+err.Error())
+		}
+		logf("%s: backlog: seeded %d rows (%d waiting far in the future) in %s", s.name(), size, future, time.Since(began).Round(time.Millisecond))
+	}
+	if err := settleFn(); err != nil {
+		return fail(0, err.Error())
+	}
+
+	blocks := (int64(o.backlogJobs) + backlogBlock - 1) / backlogBlock
+	ts := make([]*tracker, len(insts))
+	for i := range ts {
+		ts[i] = newTracker(true)
+		ts[i].watch = make(chan int64, 64)
+		ts[i].reserve(int(blocks*backlogWarmup) + o.backlogJobs)
+	}
+	var measured [][2]int64 // each block's measured seqs [from, to), alike for every size
+	var next int64
+	for b := range blocks {
+		end := next + backlogWarmup + min(backlogBlock, int64(o.backlogJobs)-b*backlogBlock)
+		measured = append(measured, [2]int64{next + backlogWarmup, end})
+		// Each block starts at a different size, so that none always follows
+		// the same other.
+		for k := range insts {
+			i := (int(b) + k) % len(insts)
+			if err := backlogBlockRun(ctx, insts[i], ts[i], next, end, o.stall); err != nil {
+				return fail(i, err.Error())
+			}
+		}
+		next = end
+	}
+	for i := range insts {
+		var start, fin []time.Duration
+		for _, m := range measured {
+			st, fi := ts[i].latencySamples(m[0], m[1], false)
+			start, fin = append(start, st...), append(fin, fi...)
+		}
+		r := &out[i]
 		r.StartP50, r.StartP99 = ms(percentile(start, 50)), ms(percentile(start, 99))
 		r.FinishP50, r.FinishP99 = ms(percentile(fin, 50)), ms(percentile(fin, 99))
-		finish(ctx, s, t, &r, false)
 		r.Jobs = int64(o.backlogJobs)
-		logf("%s: backlog %d rows: enqueue→start p50 %.2f ms p99 %.2f ms", s.name(), size, r.StartP50, r.StartP99)
-		out = append(out, r)
+		r.Lost, r.Dup = ts[i].verdict()
+		logf("%s: backlog %s: enqueue→start p50 %.2f ms p99 %.2f ms", s.name(), r.Param, r.StartP50, r.StartP99)
 	}
 	return out
+}
+
+// backlogBlockRun starts s's workers, runs the jobs seqs [first, end) one at a
+// time, and stops the workers.
+func backlogBlockRun(ctx context.Context, s system, t *tracker, first, end int64, stall time.Duration) (err error) {
+	if err := s.start(ctx, t); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if serr := s.stop(sctx); err == nil && serr != nil {
+			err = fmt.Errorf("stop: %w", serr)
+		}
+	}()
+	for seq := first; seq < end; seq++ {
+		t.enqueued(seq, time.Now())
+		if err := s.insertOne(ctx, seq); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		timeout := time.After(stall)
+	wait:
+		for {
+			select {
+			case got := <-t.watch:
+				if got == seq {
+					break wait
+				}
+			case <-timeout:
+				return fmt.Errorf("job %d not completed within %s", seq, stall)
+			}
+		}
+	}
+	return nil
 }
 
 const latencyCSVHeader = "system,seq,due_ms,late_ms,start_ms,finish_ms,enqueued_unix_ns\n"
