@@ -404,9 +404,8 @@ const (
 // running at once, the idle ones' maintenance loops (three engines' reapers,
 // reconcilers and leases; River's services) raised the p99 of every size to
 // 3.4–8.0 ms, against 1.6–2.7 ms at 10k and 1M rows one at a time (fifty-first
-// session). The warm-up
-// of each block keeps the start of a worker (its listener, its first claim)
-// out of the figures.
+// session). The warm-up of each block keeps the start of a worker (its
+// listener, its first claim) out of the figures.
 func backlog(ctx context.Context, s system, o opts, settleFn func() error) []result {
 	sd, ok := s.(seeder)
 	if !ok {
