@@ -288,3 +288,56 @@ func TestBatchUpdateFailureWritesNothing(t *testing.T) {
 		f.wantHistory(j.ID, "enqueued", "claimed", "started")
 	}
 }
+
+// TestBatchRollbackTakesBackInTxRefusals: a job named twice in a batch is
+// refused (lease lost) at its second mention because its first mention
+// completed it, in the batch's transaction. When a later job then fails the
+// transaction, that completion is rolled back, and the refusal it caused is no
+// longer the truth: the job is still running under the very lease the second
+// mention named. Its outcome must carry the batch's error, as every outcome
+// not refused before the transaction does (as pgdriver's batch answers), not
+// ErrLeaseLost, which tells the worker its lease is gone when it is not.
+func TestBatchRollbackTakesBackInTxRefusals(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.running(nil), f.running(nil)
+	if _, err := f.d.DB().ExecContext(f.ctx, fmt.Sprintf(`CREATE TRIGGER test_refuse BEFORE UPDATE OF status ON drover_jobs
+		WHEN NEW.id = %d AND NEW.status = 'succeeded' BEGIN SELECT RAISE(ABORT, 'test refuses job %d'); END`, b.ID, b.ID)); err != nil {
+		t.Fatal(err)
+	}
+	now := f.at(2 * time.Second)
+	cp := func(j *driver.Job) driver.CompleteParams {
+		return driver.CompleteParams{FenceParams: fp(j, now), Result: json.RawMessage(`1`)}
+	}
+	staleB := cp(b)
+	staleB.LeaseToken = "00000000-0000-4000-8000-000000000000"
+	for _, call := range []struct {
+		name string
+		errs func([]driver.CompleteParams) []error
+	}{
+		{"JobCompleteMany", func(ps []driver.CompleteParams) []error {
+			return driver.OutcomeErrs(f.d.JobCompleteMany(f.ctx, ps))
+		}},
+		{"JobCompleteManyErrs", func(ps []driver.CompleteParams) []error { return f.d.JobCompleteManyErrs(f.ctx, ps) }},
+	} {
+		// a first, a again (refused in the transaction: a is succeeded there),
+		// b with a stale token (the set leaves it), then b itself, which the
+		// trigger refuses on the one-at-a-time path: the transaction is lost.
+		errs := call.errs([]driver.CompleteParams{cp(a), cp(a), staleB, cp(b)})
+		for i, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "test refuses") {
+				t.Errorf("%s: outcome %d = %v, want the batch's error (its transaction rolled back)", call.name, i, err)
+			}
+		}
+		got, err := f.d.JobGet(f.ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != lifecycle.StatusRunning || got.LeaseToken != a.LeaseToken {
+			t.Fatalf("%s: job %d is %s, want still running under its lease", call.name, a.ID, got.Status)
+		}
+	}
+	// The refusal was false: the lease holder's completion goes through.
+	if _, err := f.d.JobComplete(f.ctx, cp(a)); err != nil {
+		t.Fatalf("JobComplete of job %d under the lease the batch called lost: %v", a.ID, err)
+	}
+}

@@ -21,7 +21,8 @@ func (d *Driver) JobComplete(ctx context.Context, p driver.CompleteParams) (*dri
 
 // JobCompleteMany applies completions in one transaction. Each is fenced on its
 // own: a lost lease fails that outcome only. A database error aborts the
-// transaction, and every outcome that had not failed on its own reports it.
+// transaction, and every outcome but those refused before it (an invalid
+// result) reports it.
 func (d *Driver) JobCompleteMany(ctx context.Context, params []driver.CompleteParams) []driver.JobOutcome {
 	return d.completeMany(ctx, params, false)
 }
@@ -101,12 +102,19 @@ type batchSet struct {
 // applyFenced, in input order, which tells a missing job from a lost lease and
 // answers a replay. A fence error rejects
 // that job only; any other error rolls the whole batch back and is reported
-// for every job not already rejected.
+// for every job not refused before the transaction, as pgdriver's batch
+// answers: a refusal made inside it may rest on what the rollback took back
+// (a job named twice is lease lost at its second mention because its first
+// completed it), and so is no longer the truth.
 func (d *Driver) batch(ctx context.Context, params []driver.FenceParams, fs []fenced, out []driver.JobOutcome, set batchSet) {
 	if len(params) == 0 {
 		return
 	}
 	verb := fs[0].verb
+	refused := make([]bool, len(out)) // before the transaction, on its own
+	for i := range out {
+		refused[i] = out[i].Err != nil
+	}
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		done, moved, err := applySet(ctx, tx, params, out, set)
 		if err != nil {
@@ -127,7 +135,7 @@ func (d *Driver) batch(ctx context.Context, params []driver.FenceParams, fs []fe
 	})
 	if err != nil {
 		for i := range out {
-			if out[i].Err == nil || !isFenceError(out[i].Err) {
+			if !refused[i] {
 				out[i] = driver.JobOutcome{Err: fmt.Errorf("%s job %d: %w", verb, params[i].ID, err)}
 			}
 		}
