@@ -100,9 +100,10 @@ func NewWorker(c *Client, cfg *WorkerConfig) (*Worker, error) {
 // Upper bounds of WorkerConfig: a queue's handler slots, and the completions
 // one write carries (Start makes a channel that size). Past them a worker
 // overflowed its bound on jobs in flight and never claimed, or Start panicked.
+// Exported so a program can refuse a setting before it opens anything.
 const (
-	maxConcurrency     = 1_000_000
-	maxCompletionBatch = 10_000
+	MaxConcurrency     = 1_000_000
+	MaxCompletionBatch = 10_000
 )
 
 // minInterval bounds HeartbeatInterval and PollInterval from below: at a
@@ -126,8 +127,8 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 		if err := driver.ValidateName("queue", q); err != nil {
 			return nil, err
 		}
-		if n < 1 || n > maxConcurrency {
-			return nil, driver.Invalid("concurrency", "queue %q: %d, must be 1 to %d", q, n, maxConcurrency)
+		if n < 1 || n > MaxConcurrency {
+			return nil, driver.Invalid("concurrency", "queue %q: %d, must be 1 to %d", q, n, MaxConcurrency)
 		}
 	}
 	if cf.LeaseDuration == 0 {
@@ -154,8 +155,8 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	if cf.ClaimBatch < 0 {
 		return nil, driver.Invalid("claim_batch", "%d, must not be negative", cf.ClaimBatch)
 	}
-	if cf.CompletionBatch < 0 || cf.CompletionBatch > maxCompletionBatch {
-		return nil, driver.Invalid("completion_batch", "%d, must be 0 (the default) to %d", cf.CompletionBatch, maxCompletionBatch)
+	if cf.CompletionBatch < 0 || cf.CompletionBatch > MaxCompletionBatch {
+		return nil, driver.Invalid("completion_batch", "%d, must be 0 (the default) to %d", cf.CompletionBatch, MaxCompletionBatch)
 	}
 	if cf.TimeoutGrace < 0 {
 		return nil, driver.Invalid("timeout_grace", "%s, must not be negative", cf.TimeoutGrace)

@@ -18,7 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-dev/drover"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 )
 
 var allWorkloads = []string{"burn-down", "continuous", "latency", "backlog"}
@@ -90,11 +92,11 @@ func run(args []string) (runErr error) {
 	if *output != "table" && *output != "json" {
 		return fmt.Errorf("-o must be table or json, got %q", *output)
 	}
-	wl, err := pickList(*workloadsF, allWorkloads, "workload")
+	wl, err := pickList(*workloadsF, allWorkloads, "workload", "--workloads")
 	if err != nil {
 		return err
 	}
-	sysNames, err := pickList(*systemsF, []string{"drover", "river", "raw"}, "system")
+	sysNames, err := pickList(*systemsF, []string{"drover", "river", "raw"}, "system", "--system")
 	if err != nil {
 		return err
 	}
@@ -134,7 +136,7 @@ func run(args []string) (runErr error) {
 			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
 		}
 	}
-	if *backlogFut < 0 || *backlogFut > 1 {
+	if !(*backlogFut >= 0 && *backlogFut <= 1) { // NaN too
 		return fmt.Errorf("--backlog-future must be a fraction from 0 to 1, got %v", *backlogFut)
 	}
 	for _, n := range []struct {
@@ -144,6 +146,18 @@ func run(args []string) (runErr error) {
 		{"--claim-batch", "Drover's", *claimBatch}, {"--completion-batch", "Drover's", *compBatch}} {
 		if n.v < 0 {
 			return fmt.Errorf("%s must not be negative (0: %s default), got %d", n.flag, n.zero, n.v)
+		}
+	}
+	// The systems' own upper bounds, checked now: a system refused them only
+	// when it started, after the systems before it had run.
+	for _, n := range []struct {
+		flag, whose string
+		v, max      int
+	}{{"--concurrency", "Drover's handler slots", *conc, drover.MaxConcurrency},
+		{"--completion-batch", "Drover's", *compBatch, drover.MaxCompletionBatch},
+		{"--river-max-workers", "River's MaxWorkers", *riverMaxW, river.QueueNumWorkersMax}} {
+		if n.v > n.max {
+			return fmt.Errorf("%s must be at most %d (%s bound), got %d", n.flag, n.max, n.whose, n.v)
 		}
 	}
 	if *sqliteOnly {
@@ -459,7 +473,7 @@ func openPG(ctx context.Context, dbURL string, maxConns int) (*pgxpool.Pool, int
 	return admin, poolMax, unlock, nil
 }
 
-func pickList(s string, known []string, what string) ([]string, error) {
+func pickList(s string, known []string, what, flag string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
@@ -470,14 +484,15 @@ func pickList(s string, known []string, what string) ([]string, error) {
 			return known, nil
 		}
 		if !contains(known, f) {
-			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, f, strings.Join(known, ", "))
+			return nil, fmt.Errorf("%s: unknown %s %q (known: %s)", flag, what, f, strings.Join(known, ", "))
 		}
-		if !contains(out, f) {
-			out = append(out, f)
+		if contains(out, f) {
+			return nil, fmt.Errorf("%s: %s %q is given twice", flag, what, f)
 		}
+		out = append(out, f)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no %s chosen", what)
+		return nil, fmt.Errorf("%s: no %s chosen", flag, what)
 	}
 	// Keep the canonical order.
 	var ordered []string

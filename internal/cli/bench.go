@@ -47,8 +47,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if jobs < 1 {
 				return driver.Invalid("jobs", "%d, must be at least 1", jobs)
 			}
-			if concurrency < 1 {
-				return driver.Invalid("concurrency", "%d, must be at least 1", concurrency)
+			if concurrency < 1 || concurrency > drover.MaxConcurrency {
+				return driver.Invalid("concurrency", "%d, must be 1 to %d", concurrency, drover.MaxConcurrency)
 			}
 			if batch < 1 {
 				return driver.Invalid("batch", "%d, must be at least 1", batch)
@@ -59,8 +59,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if claimBatch < 0 {
 				return driver.Invalid("claim-batch", "%d is negative (0: the default)", claimBatch)
 			}
-			if completionBatch < 0 || completionBatch > 10_000 {
-				return driver.Invalid("completion-batch", "%d, must be 0 (the default) to 10000", completionBatch)
+			if completionBatch < 0 || completionBatch > drover.MaxCompletionBatch {
+				return driver.Invalid("completion-batch", "%d, must be 0 (the default) to %d", completionBatch, drover.MaxCompletionBatch)
 			}
 			if !cmd.Flags().Changed("database-url") && os.Getenv("DROVER_DATABASE_URL") == "" {
 				dir, err := os.MkdirTemp("", "drover-bench-")

@@ -74,8 +74,8 @@ func (n *nodeFlags) queueMap() (map[string]int, error) {
 	if n.poll <= 0 {
 		return nil, driver.Invalid("poll-interval", "%s, must be positive", n.poll)
 	}
-	if n.concurrency < 1 {
-		return nil, driver.Invalid("concurrency", "%d, must be at least 1", n.concurrency)
+	if n.concurrency < 1 || n.concurrency > drover.MaxConcurrency {
+		return nil, driver.Invalid("concurrency", "%d, must be 1 to %d", n.concurrency, drover.MaxConcurrency)
 	}
 	qs := splitList(n.queues)
 	if len(qs) == 0 {
@@ -89,6 +89,9 @@ func (n *nodeFlags) queueMap() (map[string]int, error) {
 	for _, q := range qs {
 		if err := driver.ValidateName("queue", q); err != nil {
 			return nil, err
+		}
+		if _, ok := m[q]; ok {
+			return nil, driver.Invalid("queues", "%q is given twice", q)
 		}
 		m[q] = n.concurrency
 	}
