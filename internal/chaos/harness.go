@@ -124,6 +124,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if len(cfg.Exec) == 0 {
 		return nil, errors.New("chaos: Config.Exec is empty: the harness needs a way to start its worker processes")
 	}
+	if errNoStop != nil {
+		return nil, errNoStop
+	}
 	h := &harness{cfg: cfg, prof: profileFor(cfg.Short, cfg.Driver), prog: cfg.Progress,
 		lines: newLineLog(), procs: map[string]*proc{}, generation: map[string]int{}, killedAt: map[string]time.Time{}}
 	if cfg.Jobs > 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/drover-dev/drover"
@@ -232,11 +231,11 @@ func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
 		}
 		cursor := h.lines.len()
 		start := time.Now()
-		if err := pr.signal(syscall.SIGSTOP); err != nil {
+		if err := pr.signal(sigStop); err != nil {
 			return err
 		}
 		if err := pace(ctx, 2*p.lease); err != nil {
-			_ = pr.signal(syscall.SIGCONT)
+			_ = pr.signal(sigCont)
 			return err
 		}
 		// An expired lease is the holder's until the leader's reaper takes it
@@ -244,14 +243,14 @@ func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
 		// nothing is held, so the late writes are stale. The leader may itself
 		// be between terms (PostgreSQL just restarted), hence the margin.
 		if err := h.awaitReleased(ctx, pr.id, 5*p.lease+2*p.leaderTTL); err != nil {
-			_ = pr.signal(syscall.SIGCONT)
+			_ = pr.signal(sigCont)
 			return err
 		}
 		// Timed before SIGCONT: a resumed child can print its first refusal
 		// before this goroutine runs again, and the reader stamps it then. (A
 		// line it wrote before the stop was read during the pause.)
 		resumed := time.Now()
-		_ = pr.signal(syscall.SIGCONT)
+		_ = pr.signal(sigCont)
 		h.summary.Pauses++
 		rec := pauseRecord{id: pr.id, start: start, resumed: resumed}
 		// Its heartbeats and reports after the pause must all be refused; wait

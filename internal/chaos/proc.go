@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -120,18 +119,18 @@ func startProc(exe []string, env []string, cfg childConfig, log *lineLog, logPat
 	return p, nil
 }
 
-func (p *proc) signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *proc) signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
 // kill SIGKILLs the process and waits until it is reaped.
 func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies at once either way
+	_ = p.cmd.Process.Signal(sigCont) // a stopped process dies at once either way
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
 
 // stop asks for a graceful stop (closing stdin) and kills after timeout.
 func (p *proc) stop(timeout time.Duration) {
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(sigCont)
 	_ = p.stdin.Close()
 	select {
 	case <-p.done:

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +38,13 @@ func newChaosCmd(g *globals) *cobra.Command {
 			cfg.Exec = []string{exe, "chaos-worker"}
 			cfg.Progress = g.stderr
 			cfg.Keep = keep
-			sum, err := chaos.Run(cmd.Context(), cfg)
+			// A closed stdout or stderr (drover chaos | head) killed the process
+			// by SIGPIPE at its next line of progress, and the PostgreSQL it had
+			// started kept running: stop the run and clean up instead, as on
+			// SIGINT.
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGPIPE)
+			defer stop()
+			sum, err := chaos.Run(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("chaos run did not complete: %w", err)
 			}

@@ -99,7 +99,7 @@ func (e *Engine) Run(ctx context.Context) {
 		loopsCancel context.CancelFunc
 		loops       sync.WaitGroup
 	)
-	stopLoops := func() {
+	stopLoops := func(why string) {
 		e.trustUntil.Store(0)
 		e.trustUntilWall.Store(0)
 		if loopsCancel != nil {
@@ -108,11 +108,11 @@ func (e *Engine) Run(ctx context.Context) {
 			loopsCancel = nil
 			e.leader.Store(false)
 			e.onLeader(false)
-			e.log.Info("leadership lost")
+			e.log.Info(why)
 		}
 	}
 	defer func() {
-		stopLoops()
+		stopLoops("leadership released: shutting down")
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = e.drv.LeaderResign(rctx, e.cfg.ID)
@@ -129,7 +129,7 @@ func (e *Engine) Run(ctx context.Context) {
 			}
 			e.log.Warn("leader election failed", "err", err)
 			if loopsCancel != nil && !e.trusted() {
-				stopLoops()
+				stopLoops("leadership lost: its lease could not be extended")
 			}
 		case lead:
 			// Measured from before we asked, so the local estimate never outlives
@@ -146,7 +146,7 @@ func (e *Engine) Run(ctx context.Context) {
 				e.startLoops(lctx, &loops)
 			}
 		default:
-			stopLoops()
+			stopLoops("leadership lost: another engine holds the lease")
 		}
 		next := candidate // also a leader's retry after a failed extension
 		if loopsCancel != nil && err == nil {
