@@ -293,6 +293,10 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"chaos", "--jobs", "-1"}, "invalid jobs: -1 is negative"},
 		{[]string{"migrate", "status", "--server", "http://127.0.0.1:1"}, "invalid server: drover migrate status works on a database"},
 		{[]string{"--server", "http://127.0.0.1:1", "migrate", "up"}, "invalid server: drover migrate up works on a database"},
+		{[]string{"--server", "http://127.0.0.1:1", "dev"}, "invalid server: drover dev works on a database"},
+		{[]string{"bench", "--server", "http://127.0.0.1:1"}, "invalid server: drover bench works on a database"},
+		{[]string{"jobs", "list", "--server", "http://127.0.0.1:1"}, "invalid server: http://127.0.0.1:1 and --database-url are both given: drover jobs list works through one of them"},
+		{[]string{"worker", "--server", "http://127.0.0.1:1"}, "invalid server: http://127.0.0.1:1 and --database-url are both given: drover worker works through one of them"},
 		{[]string{"jobs", "enqueue", "echo", "--args", "notjson"}, "invalid args: is not valid JSON"},
 		{[]string{"bench", "--completion-batch", "10001"}, "invalid completion-batch: 10001, must be 0 (the default) to 10000"},
 	} {

@@ -21,9 +21,6 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Apply all pending migrations",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := notThroughServer(cmd); err != nil {
-				return err
-			}
 			drv, err := drover.Open(cmd.Context(), g.databaseURL, g.logger())
 			if err != nil {
 				return err
@@ -48,9 +45,6 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Show the applied and available schema versions",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := notThroughServer(cmd); err != nil {
-				return err
-			}
 			// Status only looks: it does not create the SQLite file that opening
 			// a missing path would. A missing file is a database at version 0,
 			// as an empty PostgreSQL database is: the versions it lacks are

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,7 +32,8 @@ func TestRemoteCommands(t *testing.T) {
 			t.Cleanup(srv.Close)
 			hs := httptest.NewServer(srv)
 			t.Cleanup(hs.Close)
-			remote := []string{"--server", hs.URL, "--token", "admin-secret", "--database-url", "/nonexistent/never-opened.db"}
+			// No --database-url: beside --server it is refused (TestBadInputExitsTwo).
+			remote := []string{"--server", hs.URL, "--token", "admin-secret"}
 			cli := func(args ...string) (int, string, string) { return run(t, append(remote, args...)...) }
 
 			code, stdout, stderr := cli("-o", "json", "jobs", "enqueue", "echo", "--args", `{"a":1}`, "--idempotency-key", "k", "--priority", "3")
@@ -141,5 +143,23 @@ func TestRemoteAnswerOverTheLimit(t *testing.T) {
 	code, _, stderr := run(t, "--server", hs.URL, "jobs", "list")
 	if code != 1 || !strings.Contains(stderr, "over 64 MiB") || !strings.Contains(stderr, "--limit") {
 		t.Errorf("jobs list of a 65 MiB answer: exit %d, stderr %q; want 1, saying it is over 64 MiB and to use --limit", code, stderr)
+	}
+}
+
+// DROVER_SERVER in the environment gives way to --database-url on the command
+// line, as a variable gives way to a flag: the command works on the database.
+// Not parallel: it sets the environment.
+func TestDatabaseURLFlagBeatsServerFromEnv(t *testing.T) {
+	t.Setenv("DROVER_SERVER", "http://127.0.0.1:1") // nothing listens there
+	db := filepath.Join(t.TempDir(), "d.db")
+	if code, _, stderr := run(t, "--database-url", db, "jobs", "enqueue", "echo"); code != 0 {
+		t.Fatalf("enqueue with --database-url under DROVER_SERVER: exit %d: %s", code, stderr)
+	}
+	if code, stdout, stderr := run(t, "--database-url", db, "jobs", "list"); code != 0 || !strings.Contains(stdout, "echo") {
+		t.Fatalf("jobs list on the database: exit %d, %q, %s", code, stdout, stderr)
+	}
+	// Without the flag the variable holds: the command goes to the server.
+	if code, _, stderr := run(t, "jobs", "list"); code == 0 || !strings.Contains(stderr, "127.0.0.1:1") {
+		t.Fatalf("jobs list under DROVER_SERVER alone: exit %d, %s; want it to try the server", code, stderr)
 	}
 }

@@ -77,7 +77,7 @@ func newRoot(g *globals) *cobra.Command {
 			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
 				return fmt.Errorf("%w: --log-level must be debug, info, warn or error, got %q", errUsage, g.logLevel)
 			}
-			return nil
+			return g.pickServer(cmd)
 		},
 	}
 	// A mistyped flag or value is bad input: exit 2, like every other.
@@ -111,6 +111,31 @@ func group(cmd *cobra.Command) *cobra.Command {
 		return cmd.Help()
 	}
 	return cmd
+}
+
+// pickServer settles whether cmd works through a server or on a database, so
+// that neither setting is silently ignored: only jobs, dlq and worker work
+// through a server, and an explicit --database-url beside an explicit --server
+// is refused. Given on the command line, --database-url beats DROVER_SERVER
+// from the environment, as a flag beats a variable.
+func (g *globals) pickServer(cmd *cobra.Command) error {
+	top := cmd
+	for top.HasParent() && top.Parent().HasParent() {
+		top = top.Parent()
+	}
+	switch top.Name() {
+	case "jobs", "dlq", "worker":
+	default:
+		return notThroughServer(cmd)
+	}
+	if !cmd.Flags().Changed("database-url") {
+		return nil
+	}
+	if cmd.Flags().Changed("server") {
+		return driver.Invalid("server", "%s and --database-url are both given: %s works through one of them", g.server, cmd.CommandPath())
+	}
+	g.server = "" // DROVER_SERVER, overridden by the flag
+	return nil
 }
 
 func envOr(key, def string) string {
