@@ -52,6 +52,7 @@ func run(args []string) (runErr error) {
 		sqlite      = fl.Bool("sqlite", false, "also run drover and raw on SQLite (burn-down and continuous); raw runs as raw-sqlite and raw-sqlite-row (raw on Drover's job row)")
 		sqliteOnly  = fl.Bool("sqlite-only", false, "run only the SQLite systems (implies --sqlite); PostgreSQL is not contacted")
 		sqliteDir   = fl.String("sqlite-dir", "", "directory for the SQLite files (default: a new temporary directory)")
+		riverSQLite = fl.Bool("river-sqlite", false, "also run River on SQLite (its riversqlite driver, River's knobs) in burn-down and continuous, beside the other SQLite systems (implies --sqlite); slow: ~2k jobs/s on the 2-core machine")
 		// The knobs' defaults are the README table's: as many handler slots as
 		// River's MaxWorkers (riverbench's 2000), so a run without flags
 		// compares the two at the same concurrency.
@@ -160,14 +161,19 @@ func run(args []string) (runErr error) {
 			return fmt.Errorf("%s must be at most %d (%s bound), got %d", n.flag, n.max, n.whose, n.v)
 		}
 	}
+	if *riverSQLite && !contains(sysNames, "river") {
+		return fmt.Errorf("--river-sqlite runs River on SQLite, and --system %s leaves river out", strings.Join(sysNames, ","))
+	}
 	if *sqliteOnly {
-		// The SQLite systems are Drover's and raw's, and run burn-down and
-		// continuous only: say so rather than print an empty table.
+		// The SQLite systems are Drover's and raw's (and River's with
+		// --river-sqlite), and run burn-down and continuous only: say so rather
+		// than print an empty table.
 		if !contains(wl, "burn-down") && !contains(wl, "continuous") {
 			return fmt.Errorf("--sqlite-only runs burn-down and continuous only, and --workloads %s has neither", strings.Join(wl, ","))
 		}
-		if !contains(sysNames, "drover") && !contains(sysNames, "raw") {
-			return fmt.Errorf("--sqlite-only runs drover and raw only, and --system %s has neither", strings.Join(sysNames, ","))
+
+		if !contains(sysNames, "drover") && !contains(sysNames, "raw") && !*riverSQLite {
+			return fmt.Errorf("--sqlite-only runs drover and raw only (and river with --river-sqlite), and --system %s has neither", strings.Join(sysNames, ","))
 		}
 		if *explainF != "" {
 			return errors.New("--explain explains PostgreSQL's statements, and --sqlite-only contacts no PostgreSQL")
@@ -266,6 +272,9 @@ func run(args []string) (runErr error) {
 	var systems []system
 	var admin *pgxpool.Pool
 	var poolMax int32
+	if *riverSQLite {
+		*sqlite = true
+	}
 	if *sqliteOnly {
 		*sqlite = true
 	} else {
@@ -299,6 +308,9 @@ func run(args []string) (runErr error) {
 		}
 		if contains(sysNames, "drover") {
 			sqliteSystems = append(sqliteSystems, newDroverSQLite(dir, k))
+		}
+		if *riverSQLite {
+			sqliteSystems = append(sqliteSystems, newRiverSQLite(dir, rk))
 		}
 		if contains(sysNames, "raw") {
 			sqliteSystems = append(sqliteSystems, newRawSQLite(dir, k), newRawSQLiteRow(dir, k))

@@ -125,7 +125,7 @@ func (r report) writeTable(w io.Writer) {
 	}
 	// Column order: drover, river, ratio, then the rest.
 	order := []string{}
-	for _, s := range []string{"drover", "river", "raw", "drover-sqlite", "raw-sqlite", "raw-sqlite-row"} {
+	for _, s := range []string{"drover", "river", "raw", "drover-sqlite", "river-sqlite", "raw-sqlite", "raw-sqlite-row"} {
 		if contains(systems, s) {
 			order = append(order, s)
 		}
@@ -376,9 +376,10 @@ func fifths(hs []memSample, win float64, v func(memSample) float64) (first, last
 }
 
 // rawShares are the (system, baseline) pairs whose work rate writeShares
-// divides: each Drover driver against the raw baseline of its database, and
-// drover-sqlite also against raw's loop on Drover's own row (rawSQLiteRow).
-var rawShares = [][2]string{{"drover", "raw"}, {"drover-sqlite", "raw-sqlite"}, {"drover-sqlite", "raw-sqlite-row"}}
+// divides: each Drover driver against the raw baseline of its database,
+// drover-sqlite also against raw's loop on Drover's own row (rawSQLiteRow), and
+// River on SQLite against raw SQLite, what the reference queue gets of it.
+var rawShares = [][2]string{{"drover", "raw"}, {"drover-sqlite", "raw-sqlite"}, {"drover-sqlite", "raw-sqlite-row"}, {"river-sqlite", "raw-sqlite"}}
 
 // writeShares prints, for each burn-down and continuous run, each Drover
 // driver's work rate as a share of its raw baselines' in the same run. A failed

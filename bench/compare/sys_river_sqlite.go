@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// riverSQLiteSys runs River on SQLite (its riversqlite driver) through its public
+// API, on a file opened as raw-sqlite's is: WAL, synchronous=FULL, transactions
+// begun IMMEDIATE, one connection, the pool size River's driver asks for. It runs
+// burn-down and continuous, as the other SQLite systems do, with River's knobs:
+// the SQLite line's question is what a queue that keeps its own guarantees gets
+// out of the same database, and River is the reference queue of this comparison.
+type riverSQLiteSys struct {
+	k    riverKnobs
+	path string
+
+	db      *sql.DB
+	client  *river.Client[*sql.Tx] // the working client while started, else an insert-only one
+	started bool
+	subDone chan struct{}
+}
+
+func newRiverSQLite(dir string, k riverKnobs) *riverSQLiteSys {
+	return &riverSQLiteSys{k: k, path: filepath.Join(dir, "river.db")}
+}
+
+func (s *riverSQLiteSys) name() string { return "river-sqlite" }
+
+func (s *riverSQLiteSys) reset(ctx context.Context) error {
+	if err := s.wipe(ctx); err != nil {
+		return err
+	}
+	db, err := openRawSQLite(s.path)
+	if err != nil {
+		return err
+	}
+	s.db = db
+	m, err := rivermigrate.New(riversqlite.New(s.db), &rivermigrate.Config{Logger: discard})
+	if err != nil {
+		return err
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrate: %w", err)
+	}
+	s.client, err = river.NewClient(riversqlite.New(s.db), &river.Config{Logger: discard})
+	return err
+}
+
+func (s *riverSQLiteSys) insertBatch(ctx context.Context, first int64, n int) error {
+	ps := make([]river.InsertManyParams, n)
+	for i := range ps {
+		ps[i] = river.InsertManyParams{Args: riverArgs{Seq: first + int64(i)}}
+	}
+	var err error
+	if s.k.insertFast {
+		_, err = s.client.InsertManyFast(ctx, ps)
+	} else {
+		_, err = s.client.InsertMany(ctx, ps)
+	}
+	return err
+}
+
+func (s *riverSQLiteSys) insertOne(ctx context.Context, seq int64) error {
+	_, err := s.client.Insert(ctx, riverArgs{Seq: seq}, nil)
+	return err
+}
+
+func (s *riverSQLiteSys) start(ctx context.Context, t *tracker) error {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &riverWorker{t: t})
+	c, err := river.NewClient(riversqlite.New(s.db), &river.Config{
+		Logger:            discard,
+		FetchCooldown:     s.k.fetchCooldown,
+		FetchPollInterval: s.k.fetchPoll,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.k.maxWorkers}},
+		Workers:           workers,
+	})
+	if err != nil {
+		return err
+	}
+	// As on PostgreSQL (riverSys.start): completions are counted from the
+	// subscription, fed after River's completer committed the job's state.
+	events, cancel := c.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: 200_000,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	s.subDone = make(chan struct{})
+	go func() {
+		defer close(s.subDone)
+		for ev := range events {
+			if ev.Kind == river.EventKindJobCompleted {
+				t.completedSeq(parseSeq(ev.Job.EncodedArgs))
+			} else {
+				logf("river-sqlite: job %d ended %s", ev.Job.ID, ev.Kind)
+			}
+		}
+	}()
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		cancel()
+		return err
+	}
+	s.client, s.started = c, true
+	_ = cancel // the subscription ends with the client
+	return nil
+}
+
+func (s *riverSQLiteSys) stop(ctx context.Context) error {
+	if !s.started {
+		return errNotStarted
+	}
+	s.started = false
+	err := s.client.Stop(ctx)
+	select {
+	case <-s.subDone:
+	case <-time.After(10 * time.Second):
+		logf("river-sqlite: subscription did not close")
+	}
+	return err
+}
+
+func (s *riverSQLiteSys) unfinished(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM river_job WHERE state <> 'completed'").Scan(&n)
+	return n, err
+}
+
+func (s *riverSQLiteSys) wipe(context.Context) error {
+	if s.db != nil {
+		_ = s.db.Close()
+		s.db = nil
+	}
+	return removeSQLite(s.path)
+}
+
+func (s *riverSQLiteSys) close() {
+	if s.started {
+		_ = s.stop(context.Background())
+	}
+	_ = s.wipe(context.Background())
+}
