@@ -192,8 +192,14 @@ func (e *Engine) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // reap moves jobs whose lease expired to stalled and on to queued or failed.
+// It calls the driver until a call reaps nothing: a call may answer fewer than
+// its limit while more leases have expired (the PostgreSQL driver reads 100
+// drover_leases rows a call, one per claim, so after claims of one job each it
+// answers 100), and stopping at the first short answer left the rest to wait a
+// reap interval each 100 jobs. It stops too once the leadership is no longer
+// trusted.
 func (e *Engine) reap(ctx context.Context) {
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && e.trusted() {
 		jobs, err := e.drv.JobReapExpired(ctx, driver.ReapParams{Limit: 1000})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -205,7 +211,7 @@ func (e *Engine) reap(ctx context.Context) {
 			e.log.Info("lease expired; job reaped", "job", j.ID, "attempt", j.Attempt, "now", j.Status)
 		}
 		e.reaped.Add(int64(len(jobs)))
-		if len(jobs) < 1000 {
+		if len(jobs) == 0 {
 			return
 		}
 	}

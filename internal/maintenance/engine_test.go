@@ -271,3 +271,96 @@ func TestRetentionAgeOnTheDatabaseClock(t *testing.T) {
 		})
 	}
 }
+
+// reapCounter passes the reaper's calls through and reports the running total
+// of jobs reaped after each.
+type reapCounter struct {
+	driver.Driver
+	mu    sync.Mutex
+	total int
+	calls chan int // the total after each call
+}
+
+func (d *reapCounter) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*driver.Job, error) {
+	jobs, err := d.Driver.JobReapExpired(ctx, p)
+	d.mu.Lock()
+	d.total += len(jobs)
+	total := d.total
+	d.mu.Unlock()
+	select {
+	case d.calls <- total:
+	default:
+	}
+	return jobs, err
+}
+
+// One reap pass reaps every expired lease, however many claims took the jobs.
+// The PostgreSQL driver reads at most 100 due drover_leases rows a call (one
+// row per claim), so when every job was claimed on its own (a remote worker's
+// claim is of one task, a busy worker claims as single slots free up), a call
+// answers 100 jobs, fewer than the reaper's limit of 1,000, and the pass ended
+// there: a crashed fleet's 300 jobs took three reap intervals to requeue, 100k
+// jobs a thousand.
+func TestReapPassReapsEveryExpiredLease(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			drv := &reapCounter{Driver: testdb.Open(t, kind), calls: make(chan int, 100)}
+			const n = 300
+			past := time.Now().Add(-time.Hour)
+			params := make([]driver.InsertParams, n)
+			for i := range params {
+				params[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3, RunAt: &past}
+			}
+			if _, err := drv.JobInsertMany(ctx, params); err != nil {
+				t.Fatal(err)
+			}
+			// Each job claimed on its own, an hour ago, for a minute: every
+			// lease expired long since, each under a claim of its own.
+			for i := range n {
+				jobs, err := drv.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "gone",
+					LeaseDuration: time.Minute, Start: true, Now: &past})
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("claim %d: %v, %v", i, jobs, err)
+				}
+			}
+			// One pass: the next is an hour away.
+			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 10 * time.Second, ReapInterval: time.Hour,
+				ReconcileInterval: time.Hour, Retention: -1})
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); e.Run(rctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			got := 0
+			timeout := time.After(10 * time.Second)
+			for got < n {
+				select {
+				case got = <-drv.calls:
+				case <-timeout:
+					t.Fatalf("the first reap pass requeued %d of %d expired jobs; the rest wait for the next pass, an hour later", got, n)
+				}
+			}
+			var left int
+			for after := int64(0); ; {
+				page, err := drv.JobList(ctx, driver.ListParams{AfterID: after, Limit: 1000, Ascending: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, j := range page {
+					if j.Status != lifecycle.StatusQueued {
+						left++
+					}
+				}
+				if len(page) < 1000 {
+					break
+				}
+				after = page[len(page)-1].ID
+			}
+			if left != 0 {
+				t.Errorf("%d jobs not requeued after the pass", left)
+			}
+		})
+	}
+}
