@@ -48,7 +48,13 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 	return jobs, nil
 }
 
-// JobDeleteFinished implements driver.Driver.
+// JobDeleteFinished implements driver.Driver. It goes on, a transaction a
+// batch, until it has deleted limit jobs or read the last drover_finished row
+// past the cutoff: the engine takes an answer short of the limit for the end of
+// retention's work until its next pass. A batch can delete fewer jobs than it
+// read rows: a DLQ purge deletes failed jobs but leaves their rows, which only
+// retention tidies; a batch of 1,000 such rows answered 0, and after a purge of
+// a million failed jobs retention moved on by 1,000 rows a minute.
 func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedParams) (int, error) {
 	if err := p.Check(); err != nil {
 		return 0, err
@@ -57,23 +63,36 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 	if limit <= 0 {
 		limit = 1000
 	}
-	var n int
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		var rows []int64
-		var before *time.Time
-		if !p.Before.IsZero() {
-			before = &p.Before
-		}
-		if err := tx.QueryRow(ctx, queries.Get("JobDeleteFinished"), before, limit, p.OlderThan.Microseconds()).Scan(&n, &rows); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, queries.Get("FinishedTidy"), rows)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	var before *time.Time
+	if !p.Before.IsZero() {
+		before = &p.Before
 	}
-	return n, nil
+	total := 0
+	for total < limit {
+		batch := limit - total
+		var n int
+		var rows []int64
+		var tidied int64
+		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, queries.Get("JobDeleteFinished"), before, batch, p.OlderThan.Microseconds()).Scan(&n, &rows); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, queries.Get("FinishedTidy"), rows)
+			tidied = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("delete finished jobs: %w", err)
+		}
+		total += n
+		// Fewer rows than asked for: none is left past the cutoff (but
+		// those another call holds). A batch that neither deleted nor tidied
+		// anything would find the same rows again.
+		if len(rows) < batch || (n == 0 && tidied == 0) {
+			break
+		}
+	}
+	return total, nil
 }
 
 // JobDLQRequeue implements driver.Driver. The failed row is locked first, so
