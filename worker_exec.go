@@ -92,6 +92,7 @@ func (x *execution) runTask() {
 	}
 	ctx, x.cancel = context.WithCancelCause(ctx)
 	x.ctx = ctx
+	x.graceLease = lease
 	// The first heartbeat is due one interval into the lease, which runs from
 	// the claim's sending, not from the handler's start.
 	x.hbAt = leaseFrom.Add(interval)
@@ -161,6 +162,11 @@ type execution struct {
 	hbQuit     chan struct{}
 	hbDone     chan struct{}
 	prev, next *execution // in w.running
+
+	// graceLease is the shortest lease the job was held under, the claim's
+	// or one a heartbeat renewed it for (a server set to another lease): the
+	// handler's grace is half of it at most (see leased).
+	graceLease time.Duration // with mu held
 
 	// Who had the last word, the handler returning (callAnswered) or the
 	// worker giving up on it (callAbandoned); only the first of the two
@@ -266,7 +272,7 @@ func (x *execution) end(cause error, by time.Time) {
 	}
 	x.cancel(cause)
 	now := time.Now()
-	at := now.Add(x.w.grace(x.lease))
+	at := now.Add(x.w.grace(x.graceLease))
 	if !by.IsZero() && by.Before(at) {
 		at = by
 	}
@@ -326,7 +332,7 @@ func (x *execution) tick() {
 	}
 	if startHB {
 		defer close(done)
-		x.w.heartbeat(x.fence, x.end, quit, x.group.leaseFrom, x.lease)
+		x.w.heartbeat(x.fence, x.end, x.leased, quit, x.group.leaseFrom, x.lease)
 	}
 }
 
@@ -348,10 +354,34 @@ func (x *execution) stopTimer() {
 	}
 }
 
+// leased is told by the heartbeat loop that the lease was renewed for
+// lease, another length than before. A shorter lease shortens the handler's
+// grace, and brings forward a give-up already set by as much: the database
+// renews a timed-out job's lease no further than its timeout plus the
+// renewing lease, and a grace of half the claim's lease outlived it, the
+// handler still running when the job was reaped and run again elsewhere.
+func (x *execution) leased(lease time.Duration) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if lease <= 0 || lease >= x.graceLease {
+		return
+	}
+	cut := x.w.grace(x.graceLease) - x.w.grace(lease)
+	x.graceLease = lease
+	if cut > 0 && !x.timerDone && !x.giveUpAt.IsZero() {
+		x.giveUpAt = x.giveUpAt.Add(-cut)
+		if x.timer != nil {
+			x.timer.Reset(x.nextDue(time.Now()))
+		}
+	}
+}
+
 // abandon gives up on a handler that did not return within its grace after its
 // context ended, unless it has returned since.
 func (x *execution) abandon() {
-	graceFor := x.w.grace(x.lease)
+	x.mu.Lock()
+	graceFor := x.w.grace(x.graceLease)
+	x.mu.Unlock()
 	if !x.state.CompareAndSwap(callRunning, callAbandoned) {
 		return
 	}
@@ -623,8 +653,9 @@ var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of retu
 // tried again after a quarter of an interval, not a whole one.
 //
 // A server may answer a heartbeat with the lease's length (a remote worker's
-// lease is the server's): the loop paces itself, and gives up, by that.
-func (w *Worker) heartbeat(fence driver.FenceParams, end func(cause error, by time.Time), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
+// lease is the server's): the loop paces itself, and gives up, by that, and
+// tells leased, which fits the handler's grace to it.
+func (w *Worker) heartbeat(fence driver.FenceParams, end func(cause error, by time.Time), leased func(time.Duration), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
 	interval, margin := w.heartbeatTiming(lease)
 	renewed := leaseFrom // the lease runs at least until renewed + lease
 	giveUp := renewed.Add(lease - w.giveUpLead(lease, interval, margin))
@@ -670,6 +701,7 @@ func (w *Worker) heartbeat(fence driver.FenceParams, end func(cause error, by ti
 				// renewed it for another length.
 				lease = renewedFor
 				interval, margin = w.heartbeatTiming(lease)
+				leased(lease)
 			}
 			// The lease now runs from no earlier than the request's sending.
 			renewed = sent

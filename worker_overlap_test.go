@@ -213,3 +213,79 @@ func TestHandlerNotCalledPastItsTimeout(t *testing.T) {
 		t.Errorf("error = %q, want the timeout, saying the handler was not started", j.Error)
 	}
 }
+
+// TestTimedOutHandlerGraceFitsTheLeaseItRenewed: a remote worker gives a
+// timed-out handler a grace that fits the lease its heartbeats renewed, not
+// only the claim's. The database renews a timed-out job's lease no further
+// than its timeout plus the renewing lease; the grace, half the claim's
+// lease (3s here), outlived a renewal at a server set to 1s: a handler that
+// took 1.4s to stop after its timeout, well within that grace, still ran
+// when the reaper requeued the job and another worker started it.
+func TestTimedOutHandlerGraceFitsTheLeaseItRenewed(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, "sqlite", nil)
+	claims := server.New(c, server.Config{LeaseDuration: 3 * time.Second})
+	beats := server.New(c, server.Config{LeaseDuration: time.Second})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/internal/heartbeat" {
+			beats.ServeHTTP(w, r)
+			return
+		}
+		claims.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { hs.Close(); claims.Close(); beats.Close() })
+
+	var overlap overlapCounter
+	var remoteRuns atomic.Int32
+	otherRan := make(chan struct{})
+	var otherOnce sync.Once
+	remoteWorkers := drover.NewWorkers()
+	drover.Register(remoteWorkers, "pay", func(ctx context.Context, j *drover.Job, _ struct{}) (any, error) {
+		overlap.enter()
+		defer overlap.leave()
+		if remoteRuns.Add(1) > 1 { // it may claim the retry too: done at once then
+			return "paid", nil
+		}
+		<-ctx.Done()
+		select { // winding down after its timeout: the other worker's start ends it early
+		case <-otherRan:
+		case <-time.After(1400 * time.Millisecond):
+		}
+		return nil, context.Cause(ctx)
+	})
+	remote, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: hs.URL, WaitSeconds: -1},
+		&drover.WorkerConfig{ID: "remote", Workers: remoteWorkers, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = remote.Stop(sctx)
+	})
+	id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{Timeout: 1500 * time.Millisecond, MaxAttempts: 5}).ID
+	waitStatus(t, c, id, drover.StatusRunning)
+
+	eng := drover.NewEngine(c, &drover.EngineConfig{LeaderTTL: time.Second, ReapInterval: 20 * time.Millisecond})
+	ectx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Run(ectx) }()
+	t.Cleanup(func() { stop(); <-done })
+	otherWorkers := drover.NewWorkers()
+	drover.Register(otherWorkers, "pay", func(ctx context.Context, j *drover.Job, _ struct{}) (any, error) {
+		overlap.enter()
+		defer overlap.leave()
+		otherOnce.Do(func() { close(otherRan) })
+		return "paid", nil
+	})
+	startWorker(t, c, &drover.WorkerConfig{ID: "other", Workers: otherWorkers, LeaseDuration: 3 * time.Second,
+		PollInterval: 20 * time.Millisecond})
+
+	j := waitStatus(t, c, id, drover.StatusSucceeded)
+	if n := overlap.max(); n > 1 {
+		t.Errorf("%d handlers of the job ran at once: %s", n, describe(j))
+	}
+}
