@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 )
@@ -115,43 +116,11 @@ func (s *riverSys) insertOne(ctx context.Context, seq int64) error {
 }
 
 func (s *riverSys) start(ctx context.Context, t *tracker) error {
-	workers := river.NewWorkers()
-	river.AddWorker(workers, &riverWorker{t: t})
-	c, err := river.NewClient(riverpgxv5.New(s.pool), &river.Config{
-		Schema:            s.schema,
-		Logger:            discard,
-		FetchCooldown:     s.k.fetchCooldown,
-		FetchPollInterval: s.k.fetchPoll,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.k.maxWorkers}},
-		Workers:           workers,
-	})
+	c, done, err := startRiver(ctx, riverpgxv5.New(s.pool), s.schema, s.k, t, s.name())
 	if err != nil {
 		return err
 	}
-	// Completions are counted from the subscription, which River feeds after its
-	// completer has committed the job's new state (as riverbench does). Its channel
-	// drops events when full, so it is large and drained at once.
-	events, cancel := c.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: 200_000,
-		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
-	})
-	s.subDone = make(chan struct{})
-	go func() {
-		defer close(s.subDone)
-		for ev := range events {
-			if ev.Kind == river.EventKindJobCompleted {
-				t.completedSeq(parseSeq(ev.Job.EncodedArgs))
-			} else {
-				logf("river: job %d ended %s", ev.Job.ID, ev.Kind)
-			}
-		}
-	}()
-	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
-		cancel()
-		return err
-	}
-	s.client, s.started = c, true
-	_ = cancel // the subscription ends with the client
+	s.client, s.subDone, s.started = c, done, true
 	return nil
 }
 
@@ -160,11 +129,58 @@ func (s *riverSys) stop(ctx context.Context) error {
 		return errNotStarted
 	}
 	s.started = false
-	err := s.client.Stop(ctx)
+	return stopRiver(ctx, s.client, s.subDone, s.name())
+}
+
+// startRiver starts a River client with knobs k on drv that reports its jobs to
+// t: River on PostgreSQL and on SQLite alike. Completions are counted from the
+// subscription, which River feeds after its completer has committed the job's
+// new state (as riverbench does). Its channel drops events when full, so it is
+// large and drained at once; done closes when it ends, with the client.
+func startRiver[TTx any](ctx context.Context, drv riverdriver.Driver[TTx], schema string, k riverKnobs, t *tracker, label string) (*river.Client[TTx], chan struct{}, error) {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &riverWorker{t: t})
+	c, err := river.NewClient(drv, &river.Config{
+		Schema:            schema,
+		Logger:            discard,
+		FetchCooldown:     k.fetchCooldown,
+		FetchPollInterval: k.fetchPoll,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: k.maxWorkers}},
+		Workers:           workers,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	events, cancel := c.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: 200_000,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range events {
+			if ev.Kind == river.EventKindJobCompleted {
+				t.completedSeq(parseSeq(ev.Job.EncodedArgs))
+			} else {
+				logf("%s: job %d ended %s", label, ev.Job.ID, ev.Kind)
+			}
+		}
+	}()
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	_ = cancel // the subscription ends with the client
+	return c, done, nil
+}
+
+// stopRiver stops c and waits for its subscription (startRiver's done) to end.
+func stopRiver[TTx any](ctx context.Context, c *river.Client[TTx], done chan struct{}, label string) error {
+	err := c.Stop(ctx)
 	select {
-	case <-s.subDone:
+	case <-done:
 	case <-time.After(10 * time.Second):
-		logf("river: subscription did not close")
+		logf("%s: subscription did not close", label)
 	}
 	return err
 }

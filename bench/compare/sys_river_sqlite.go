@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
@@ -74,41 +73,11 @@ func (s *riverSQLiteSys) insertOne(ctx context.Context, seq int64) error {
 }
 
 func (s *riverSQLiteSys) start(ctx context.Context, t *tracker) error {
-	workers := river.NewWorkers()
-	river.AddWorker(workers, &riverWorker{t: t})
-	c, err := river.NewClient(riversqlite.New(s.db), &river.Config{
-		Logger:            discard,
-		FetchCooldown:     s.k.fetchCooldown,
-		FetchPollInterval: s.k.fetchPoll,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.k.maxWorkers}},
-		Workers:           workers,
-	})
+	c, done, err := startRiver(ctx, riversqlite.New(s.db), "", s.k, t, s.name())
 	if err != nil {
 		return err
 	}
-	// As on PostgreSQL (riverSys.start): completions are counted from the
-	// subscription, fed after River's completer committed the job's state.
-	events, cancel := c.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: 200_000,
-		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled},
-	})
-	s.subDone = make(chan struct{})
-	go func() {
-		defer close(s.subDone)
-		for ev := range events {
-			if ev.Kind == river.EventKindJobCompleted {
-				t.completedSeq(parseSeq(ev.Job.EncodedArgs))
-			} else {
-				logf("river-sqlite: job %d ended %s", ev.Job.ID, ev.Kind)
-			}
-		}
-	}()
-	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
-		cancel()
-		return err
-	}
-	s.client, s.started = c, true
-	_ = cancel // the subscription ends with the client
+	s.client, s.subDone, s.started = c, done, true
 	return nil
 }
 
@@ -117,13 +86,7 @@ func (s *riverSQLiteSys) stop(ctx context.Context) error {
 		return errNotStarted
 	}
 	s.started = false
-	err := s.client.Stop(ctx)
-	select {
-	case <-s.subDone:
-	case <-time.After(10 * time.Second):
-		logf("river-sqlite: subscription did not close")
-	}
-	return err
+	return stopRiver(ctx, s.client, s.subDone, s.name())
 }
 
 func (s *riverSQLiteSys) unfinished(ctx context.Context) (int64, error) {
