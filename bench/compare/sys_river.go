@@ -97,15 +97,21 @@ func (s *riverSys) reset(ctx context.Context) error {
 }
 
 func (s *riverSys) insertBatch(ctx context.Context, first int64, n int) error {
+	return insertRiverBatch(ctx, s.client, s.k.insertFast, first, n)
+}
+
+// insertRiverBatch inserts the jobs seqs [first, first+n) with c's InsertManyFast
+// (COPY on PostgreSQL), or its InsertMany when fast is false.
+func insertRiverBatch[TTx any](ctx context.Context, c *river.Client[TTx], fast bool, first int64, n int) error {
 	ps := make([]river.InsertManyParams, n)
 	for i := range ps {
 		ps[i] = river.InsertManyParams{Args: riverArgs{Seq: first + int64(i)}}
 	}
 	var err error
-	if s.k.insertFast {
-		_, err = s.client.InsertManyFast(ctx, ps)
+	if fast {
+		_, err = c.InsertManyFast(ctx, ps)
 	} else {
-		_, err = s.client.InsertMany(ctx, ps)
+		_, err = c.InsertMany(ctx, ps)
 	}
 	return err
 }

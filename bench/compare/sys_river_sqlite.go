@@ -54,17 +54,7 @@ func (s *riverSQLiteSys) reset(ctx context.Context) error {
 }
 
 func (s *riverSQLiteSys) insertBatch(ctx context.Context, first int64, n int) error {
-	ps := make([]river.InsertManyParams, n)
-	for i := range ps {
-		ps[i] = river.InsertManyParams{Args: riverArgs{Seq: first + int64(i)}}
-	}
-	var err error
-	if s.k.insertFast {
-		_, err = s.client.InsertManyFast(ctx, ps)
-	} else {
-		_, err = s.client.InsertMany(ctx, ps)
-	}
-	return err
+	return insertRiverBatch(ctx, s.client, s.k.insertFast, first, n)
 }
 
 func (s *riverSQLiteSys) insertOne(ctx context.Context, seq int64) error {
