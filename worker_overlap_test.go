@@ -110,6 +110,25 @@ func TestUncertainLeaseHandlerEndsBeforeTheLease(t *testing.T) {
 	}
 }
 
+// splitLeaseServers serves one SQLite database through two servers set to
+// different leases, as in a rolling change of the lease: claims go to the one at
+// claimLease, heartbeats to the one at beatLease.
+func splitLeaseServers(t *testing.T, claimLease, beatLease time.Duration) (*drover.Client, *httptest.Server) {
+	t.Helper()
+	c := newClient(t, "sqlite", nil)
+	claims := server.New(c, server.Config{LeaseDuration: claimLease})
+	beats := server.New(c, server.Config{LeaseDuration: beatLease})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/internal/heartbeat" {
+			beats.ServeHTTP(w, r)
+			return
+		}
+		claims.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { hs.Close(); claims.Close(); beats.Close() })
+	return c, hs
+}
+
 // TestRemoteHeartbeatPacedByTheLeaseItRenewed: a remote worker paces its
 // heartbeats by the lease length each heartbeat's answer gives, not only the
 // claim's. Two servers over one database set differently (a rolling change
@@ -119,17 +138,7 @@ func TestUncertainLeaseHandlerEndsBeforeTheLease(t *testing.T) {
 // ends the handler, and the job runs again, but never beside it.)
 func TestRemoteHeartbeatPacedByTheLeaseItRenewed(t *testing.T) {
 	ctx := context.Background()
-	c := newClient(t, "sqlite", nil)
-	claims := server.New(c, server.Config{LeaseDuration: 6 * time.Second})
-	beats := server.New(c, server.Config{LeaseDuration: 1500 * time.Millisecond})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/internal/heartbeat" {
-			beats.ServeHTTP(w, r)
-			return
-		}
-		claims.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { hs.Close(); claims.Close(); beats.Close() })
+	c, hs := splitLeaseServers(t, 6*time.Second, 1500*time.Millisecond)
 
 	var overlap overlapCounter
 	workers := func() *drover.Workers {
@@ -223,17 +232,7 @@ func TestHandlerNotCalledPastItsTimeout(t *testing.T) {
 // when the reaper requeued the job and another worker started it.
 func TestTimedOutHandlerGraceFitsTheLeaseItRenewed(t *testing.T) {
 	ctx := context.Background()
-	c := newClient(t, "sqlite", nil)
-	claims := server.New(c, server.Config{LeaseDuration: 3 * time.Second})
-	beats := server.New(c, server.Config{LeaseDuration: time.Second})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/internal/heartbeat" {
-			beats.ServeHTTP(w, r)
-			return
-		}
-		claims.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { hs.Close(); claims.Close(); beats.Close() })
+	c, hs := splitLeaseServers(t, 3*time.Second, time.Second)
 
 	var overlap overlapCounter
 	var remoteRuns atomic.Int32
