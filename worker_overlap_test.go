@@ -252,19 +252,8 @@ func TestTimedOutHandlerGraceFitsTheLeaseItRenewed(t *testing.T) {
 		}
 		return nil, context.Cause(ctx)
 	})
-	remote, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: hs.URL, WaitSeconds: -1},
+	startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: -1},
 		&drover.WorkerConfig{ID: "remote", Workers: remoteWorkers, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_ = remote.Stop(sctx)
-	})
 	id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{Timeout: 1500 * time.Millisecond, MaxAttempts: 5}).ID
 	waitStatus(t, c, id, drover.StatusRunning)
 
