@@ -98,6 +98,18 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, ae.status, body)
 }
 
+// replayedHeader marks an answer to a repeated request (a request_id or an
+// idempotency key seen before), as Stripe's API does: the body is the job as
+// it is now, and nothing was done again.
+const replayedHeader = "Idempotent-Replayed"
+
+// markReplayed sets replayedHeader when replayed; call it before writeJSON.
+func markReplayed(w http.ResponseWriter, replayed bool) {
+	if replayed {
+		w.Header().Set(replayedHeader, "true")
+	}
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

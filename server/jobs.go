@@ -122,6 +122,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusOK
 	}
 	w.Header().Set("Location", fmt.Sprintf("/jobs/%d", res.Job.ID))
+	markReplayed(w, res.Existing)
 	writeJSON(w, status, res.Job)
 	return nil
 }
@@ -329,6 +330,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	markReplayed(w, j.Replayed)
 	writeJSON(w, http.StatusOK, j)
 	return nil
 }
@@ -350,6 +352,7 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 	if j.Replayed { // requeued before: the job that requeue created, as it is now
 		status = http.StatusOK
 	}
+	markReplayed(w, j.Replayed)
 	writeJSON(w, status, j)
 	return nil
 }

@@ -218,6 +218,7 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 			// may have read them before its connection went, and a job given
 			// back could then run twice at once. A worker that left between
 			// the write and its read leaves them to the lease's expiry.
+			markReplayed(w, replayed)
 			writeJSON(w, http.StatusOK, claimAnswer{Tasks: tasks, ClaimedAfterSeconds: after.Seconds(), Replayed: replayed})
 			return nil
 		}
@@ -550,6 +551,7 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 	if !job.Replayed {
 		s.metrics.finished(job, *req.Status, req.SnoozeSeconds != nil)
 	}
+	markReplayed(w, job.Replayed)
 	writeJSON(w, http.StatusOK, job)
 	return nil
 }
