@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -36,14 +39,20 @@ func newChaosCmd(g *globals) *cobra.Command {
 				return err
 			}
 			cfg.Exec = []string{exe, "chaos-worker"}
-			cfg.Progress = g.stderr
 			cfg.Keep = keep
 			// A closed stdout or stderr (drover chaos | head) killed the process
 			// by SIGPIPE at its next line of progress, and the PostgreSQL it had
-			// started kept running: stop the run and clean up instead, as on
-			// SIGINT.
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGPIPE)
+			// started kept running. With SIGPIPE received here (and dropped),
+			// that write fails with EPIPE instead, as a write to any other
+			// closed pipe or socket already does (the harness kills its workers
+			// and its database on purpose: those must not stop it), and the
+			// progress writer stops the run, which cleans up as on SIGINT.
+			sigpipe := make(chan os.Signal, 1)
+			signal.Notify(sigpipe, syscall.SIGPIPE)
+			defer signal.Stop(sigpipe)
+			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
+			cfg.Progress = stopOnEPIPE{w: g.stderr, stop: stop}
 			sum, err := chaos.Run(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("chaos run did not complete: %w", err)
@@ -86,4 +95,18 @@ func newChaosWorkerCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// stopOnEPIPE writes to w and calls stop once a write finds w's reader gone.
+type stopOnEPIPE struct {
+	w    io.Writer
+	stop context.CancelFunc
+}
+
+func (s stopOnEPIPE) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		s.stop()
+	}
+	return n, err
 }
