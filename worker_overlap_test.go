@@ -231,7 +231,6 @@ func TestHandlerNotCalledPastItsTimeout(t *testing.T) {
 // took 1.4s to stop after its timeout, well within that grace, still ran
 // when the reaper requeued the job and another worker started it.
 func TestTimedOutHandlerGraceFitsTheLeaseItRenewed(t *testing.T) {
-	ctx := context.Background()
 	c, hs := splitLeaseServers(t, 3*time.Second, time.Second)
 
 	var overlap overlapCounter
@@ -257,11 +256,7 @@ func TestTimedOutHandlerGraceFitsTheLeaseItRenewed(t *testing.T) {
 	id := enqueue(t, c, "pay", nil, &drover.EnqueueOpts{Timeout: 1500 * time.Millisecond, MaxAttempts: 5}).ID
 	waitStatus(t, c, id, drover.StatusRunning)
 
-	eng := drover.NewEngine(c, &drover.EngineConfig{LeaderTTL: time.Second, ReapInterval: 20 * time.Millisecond})
-	ectx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = eng.Run(ectx) }()
-	t.Cleanup(func() { stop(); <-done })
+	runEngine(t, c)
 	otherWorkers := drover.NewWorkers()
 	drover.Register(otherWorkers, "pay", func(ctx context.Context, j *drover.Job, _ struct{}) (any, error) {
 		overlap.enter()
