@@ -75,7 +75,14 @@ func newMigrateCmd(g *globals) *cobra.Command {
 			case st.Current > latest:
 				state = "AHEAD: a newer drover migrated it; run that version"
 			case st.Dirty:
-				state = "DIRTY: a migration failed half-way; fix and force the version"
+				// Drover's own migrations run in one transaction each and never
+				// leave this mark; an older drover's or a down migration can.
+				table := "schema_migrations"
+				if strings.HasPrefix(describeURL(g.databaseURL), "postgres") {
+					table = "drover_schema_migrations"
+				}
+				state = fmt.Sprintf("DIRTY: migration %d stopped half-way (an older drover's, or a down migration); "+
+					"make the schema what %d leaves, then clear the mark: UPDATE %s SET dirty = false", st.Current, st.Current, table)
 			case st.Current < latest:
 				state = fmt.Sprintf("%d pending: run `drover migrate up`", countAbove(st.Available, st.Current))
 			}
