@@ -83,8 +83,13 @@ type Driver interface {
 	JobStartMany(ctx context.Context, params []FenceParams) []JobOutcome
 	// JobUnclaim moves claimed → queued, clearing the lease; executions are untouched.
 	JobUnclaim(ctx context.Context, params FenceParams) (*Job, error)
-	// JobHeartbeat extends the lease of a claimed or running job. If the job was
-	// canceled during this attempt it returns CancelRequested = true and no error.
+	// JobHeartbeat extends the lease of a claimed or running job to Now +
+	// LeaseDuration, and never moves its end earlier: a holder whose heartbeat
+	// committed but whose answer was lost still holds the lease until the end it
+	// last heard of, which is what it times its give-up by. (A running job with a
+	// timeout is not extended past its start + timeout + one lease.) If the job
+	// was canceled during this attempt it returns CancelRequested = true and no
+	// error.
 	JobHeartbeat(ctx context.Context, params HeartbeatParams) (HeartbeatResult, error)
 	// JobComplete moves running → succeeded with Result (nil is stored as JSON null).
 	JobComplete(ctx context.Context, params CompleteParams) (*Job, error)

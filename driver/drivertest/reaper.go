@@ -17,7 +17,7 @@ var reaperTests = []suiteTest{
 	{"RunningExpiredRequeuedWithError", testReapRunning},
 	{"RunningExpiredExhaustedFails", testReapRunningExhausted},
 	{"OnlyExpiredLeases", testReapOnlyExpired},
-	{"HeartbeatThatShortensTheLease", testReapShortenedLease},
+	{"HeartbeatNeverShortensTheLease", testHeartbeatNeverShortens},
 	{"BatchClaimMixedFates", testReapBatchClaim},
 	{"RunningPastItsTimeout", testReapPastTimeout},
 }
@@ -168,22 +168,38 @@ func testReapOnlyExpired(h *harness) {
 	}
 }
 
-// A heartbeat may ask for a shorter lease than the claim gave: the job is
-// reaped when that shorter lease expires, not the claim's.
-func testReapShortenedLease(h *harness) {
+// A heartbeat never moves a lease's end earlier (DESIGN's heartbeat "extends"
+// the lease): one that asks for a shorter lease than the claim gave keeps the
+// claim's end until now + the shorter lease passes it.
+func testHeartbeatNeverShortens(h *harness) {
 	j := h.mustEnqueue(nil)
 	c := h.mustClaimOne(driver.ClaimParams{Queues: []string{j.Queue}, ID: j.ID, Limit: 1, Owner: owner,
 		LeaseDuration: time.Hour, Now: h.at(0)})
-	p := driver.HeartbeatParams{FenceParams: fence(c, h.at(time.Second))}
-	p.LeaseDuration = 10 * time.Second
-	res, err := h.d.JobHeartbeat(h.ctx, p)
-	if err != nil || !res.LeaseExpiresAt.Equal(h.tm(11*time.Second)) {
-		h.t.Fatalf("JobHeartbeat with a 10s lease = %+v, %v; want the lease until t0+11s", res, err)
+	beat := func(now, lease, want time.Duration) {
+		h.t.Helper()
+		p := driver.HeartbeatParams{FenceParams: fence(c, h.at(now))}
+		p.LeaseDuration = lease
+		res, err := h.d.JobHeartbeat(h.ctx, p)
+		if err != nil || !res.LeaseExpiresAt.Equal(h.tm(want)) {
+			h.t.Fatalf("JobHeartbeat at t0+%s with a %s lease = %+v, %v; want the lease until t0+%s", now, lease, res, err, want)
+		}
+		if got := h.get(c.ID).LeaseExpiresAt; got == nil || !got.Equal(h.tm(want)) {
+			h.t.Fatalf("JobHeartbeat at t0+%s with a %s lease: stored lease_expires_at %s, want t0+%s", now, lease, fmtTimePtr(got), want)
+		}
 	}
-	if got := h.mustReap(10 * time.Second); len(got) != 0 {
-		h.t.Fatalf("reap before the shortened lease expired took %v, want nothing", jobIDs(got))
+	// A heartbeat with a shorter lease than the one held keeps it: the holder
+	// times its give-up by the lease it last heard of, and a heartbeat whose
+	// answer was lost must not have moved the lease's end before that.
+	beat(time.Second, 10*time.Second, time.Hour)
+	if got := h.mustReap(12 * time.Second); len(got) != 0 {
+		h.t.Fatalf("reap at t0+12s took %v, want nothing (the lease runs until t0+1h)", jobIDs(got))
 	}
-	h.reapOne(c.ID, 12*time.Second)
+	// Once now + the shorter lease passes the old end, it extends from there.
+	beat(time.Hour-5*time.Second, 10*time.Second, time.Hour+5*time.Second)
+	if got := h.mustReap(time.Hour + 4*time.Second); len(got) != 0 {
+		h.t.Fatalf("reap at t0+1h4s took %v, want nothing (the lease runs until t0+1h5s)", jobIDs(got))
+	}
+	h.reapOne(c.ID, time.Hour+6*time.Second)
 }
 
 // Jobs claimed together have different fates: one completes, one is extended by

@@ -415,9 +415,10 @@ func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.
 
 // JobHeartbeat implements driver.Driver. A heartbeat extends the lease and bumps
 // rev; it is logged only when it carries a request_id, because that log entry is
-// what makes a repeat recognisable. One that moves the lease earlier writes a
-// drover_leases row for the job (see JobStart); o in the statement is the job
-// before the update. A running job with a timeout is never leased past
+// what makes a repeat recognisable. It never moves the lease's end earlier (see
+// driver.Driver), so the drover_leases row of the claim, or of a start that
+// shortened the claim's lease, still comes due no later than the lease. A
+// running job with a timeout is never leased past
 // started_at + timeout + one lease: a worker that runs it on past its timeout
 // (one that ignores timeout_seconds) heartbeats in vain, and the reaper ends the
 // attempt, the engine's side of a timeout.

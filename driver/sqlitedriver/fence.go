@@ -144,7 +144,7 @@ func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.
 }
 
 // JobHeartbeat extends the lease of a claimed or running job to now +
-// LeaseDuration. It bumps rev and records no event unless it carries a
+// LeaseDuration, never moving its end earlier (see driver.Driver). It bumps rev and records no event unless it carries a
 // RequestID, which is logged so that a repeat is recognised. If the job was
 // canceled during this attempt it answers CancelRequested = true without error.
 func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {

@@ -403,23 +403,17 @@ SELECT * FROM j;
 -- event type below in pg_stat_activity, which keeps a statement's first 1 kB.)
 WITH j AS (
     UPDATE drover_jobs SET
-        lease_expires_at = least(coalesce($5::timestamptz, now()), CASE WHEN drover_jobs.status = 'running'
-            AND drover_jobs.timeout_ms > 0 THEN drover_jobs.started_at + drover_jobs.timeout_ms * interval '1 ms' END)
-            + $6::bigint * interval '1 microsecond',
-        rev = drover_jobs.rev + 1
-    FROM drover_jobs o
-    WHERE drover_jobs.id = $1 AND o.id = $1 AND drover_jobs.status IN ('claimed','running')
-      AND drover_jobs.attempt = $2 AND drover_jobs.lease_token = $3::uuid
-    RETURNING drover_jobs.*, o.lease_expires_at AS old_lease
+        lease_expires_at = greatest(lease_expires_at, least(coalesce($5::timestamptz, now()), CASE WHEN status = 'running'
+            AND timeout_ms > 0 THEN started_at + timeout_ms * interval '1 ms' END)
+            + $6::bigint * interval '1 microsecond'),
+        rev = rev + 1
+    WHERE id = $1 AND status IN ('claimed','running') AND attempt = $2 AND lease_token = $3::uuid
+    RETURNING *
 ),
 ev AS (
     INSERT INTO drover_job_events (job_id, seq, type, from_status, to_status, at, actor, request_id, attempt)
     SELECT id, rev, 'heartbeat', status, status, coalesce($5::timestamptz, now()), 'worker:' || owner, $4, attempt
     FROM j WHERE $4 <> ''
-),
-lease AS (
-    INSERT INTO drover_leases (expires_at, job_ids)
-    SELECT lease_expires_at, ARRAY[id] FROM j WHERE lease_expires_at < old_lease
 )
 SELECT * FROM j;
 

@@ -23,14 +23,16 @@ WHERE id = :id AND status = 'claimed' AND attempt = :attempt AND lease_token = :
 RETURNING *;
 
 -- name: JobHeartbeat
--- A running job with a timeout is never leased past started_at + timeout + one
+-- A heartbeat never moves the lease's end earlier (see JobHeartbeat). A
+-- running job with a timeout is never leased past started_at + timeout + one
 -- lease: a worker that runs it on past its timeout keeps heartbeating in vain,
 -- and the reaper ends the attempt (as pgdriver's).
 UPDATE drover_jobs
 SET lease_expires_at = CASE
         WHEN :lease_us <= 0 THEN lease_expires_at
-        WHEN status = 'running' AND timeout_ms > 0 THEN min(:now + :lease_us, started_at + timeout_ms * 1000 + :lease_us)
-        ELSE :now + :lease_us END,
+        WHEN status = 'running' AND timeout_ms > 0
+            THEN max(coalesce(lease_expires_at, 0), min(:now + :lease_us, started_at + timeout_ms * 1000 + :lease_us))
+        ELSE max(coalesce(lease_expires_at, 0), :now + :lease_us) END,
     rev = rev + 1
 WHERE id = :id AND status IN ('claimed', 'running') AND attempt = :attempt AND lease_token = :lease_token
 RETURNING *;
