@@ -81,8 +81,12 @@ func New(drv driver.Driver, cfg Config) *Engine {
 	return &Engine{drv: drv, cfg: cfg, log: log.With("engine", cfg.ID), born: time.Now()}
 }
 
-// IsLeader reports whether this process leads right now.
-func (e *Engine) IsLeader() bool { return e.leader.Load() }
+// IsLeader reports whether this process leads right now: it won an election
+// and the lease it last extended is still trusted. The flag alone lags: the
+// election loop clears it only once an election call fails or is refused, and
+// a call to a database that stopped answering takes up to a third of the TTL
+// to fail, by when the lease may have expired and a successor lead.
+func (e *Engine) IsLeader() bool { return e.leader.Load() && e.trusted() }
 
 // Reaped counts jobs the lease reaper moved while this engine led.
 func (e *Engine) Reaped() int64 { return e.reaped.Load() }

@@ -364,3 +364,73 @@ func TestReapPassReapsEveryExpiredLease(t *testing.T) {
 		})
 	}
 }
+
+// hungElection passes elections through until hang is set; from then on each
+// waits for its context to end, as a call to a database that stopped
+// answering does. last is when the last election that went through was asked.
+type hungElection struct {
+	driver.Driver
+	mu   sync.Mutex // held over an election that goes through, so hang and last agree
+	hang bool
+	last time.Time
+	won  chan struct{}
+}
+
+func (d *hungElection) LeaderAttemptElect(ctx context.Context, p driver.LeaderParams) (bool, error) {
+	d.mu.Lock()
+	if d.hang {
+		d.mu.Unlock()
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	defer d.mu.Unlock()
+	asked := time.Now()
+	lead, err := d.Driver.LeaderAttemptElect(ctx, p)
+	if err == nil && lead {
+		d.last = asked
+		select {
+		case d.won <- struct{}{}:
+		default:
+		}
+	}
+	return lead, err
+}
+
+// IsLeader says false once the leadership is no longer trusted, however long
+// the election call under way takes to fail. It answered from the flag the
+// election loop sets, which a hung call (up to a third of the TTL) and the
+// candidate's retry kept true past the lease the database granted, when a
+// successor may already lead; /healthz reported two leaders then.
+func TestIsLeaderEndsWithTheTrustedLease(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			const ttl = 3 * time.Second
+			drv := &hungElection{Driver: testdb.Open(t, kind), won: make(chan struct{}, 1)}
+			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: ttl, ReapInterval: time.Hour,
+				ReconcileInterval: time.Hour, Retention: -1})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); e.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			select {
+			case <-drv.won:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the engine did not become leader")
+			}
+			waitFor(t, "IsLeader", 5*time.Second, e.IsLeader)
+			drv.mu.Lock()
+			drv.hang = true
+			last := drv.last
+			drv.mu.Unlock()
+			// The lease granted by the last election asked for at last ends by
+			// last + ttl; no election has gone through since.
+			time.Sleep(time.Until(last.Add(ttl))) // the point in time the assertion is about
+			if e.IsLeader() {
+				t.Fatalf("IsLeader() = true %s after the last election that went through, past the lease it granted (%s)",
+					time.Since(last).Round(time.Millisecond), ttl)
+			}
+		})
+	}
+}
