@@ -210,6 +210,9 @@ func exactNames(body []byte, v any) error {
 		}
 		seen[name] = true
 		if names[name] {
+			if err := exactText(name, value); err != nil {
+				return err
+			}
 			continue
 		}
 		for known := range names {
@@ -220,6 +223,23 @@ func exactNames(body []byte, v any) error {
 		return badRequest("unknown field %q", name)
 	}
 	return nil
+}
+
+// identifierFields are the fields whose text names something (a job's key, a
+// call, a worker) and is compared as sent.
+var identifierFields = map[string]bool{"idempotency_key": true, "request_id": true, "worker_id": true}
+
+// exactText refuses an identifier whose JSON string is not exactly UTF-8
+// text: encoding/json replaces a lone surrogate escape (\ud83d, half an
+// emoji cut short) and each byte that is not UTF-8 with U+FFFD, so two keys
+// the client sent as different were one, and the second enqueue was answered
+// with the first one's job (its own never enqueued). Free text (error,
+// stack) is still taken, cleaned.
+func exactText(name string, value json.RawMessage) error {
+	if !identifierFields[name] || len(value) == 0 || value[0] != '"' {
+		return nil
+	}
+	return driver.CheckJSON(name, value)
 }
 
 // fieldNames are the JSON names of the fields of the struct t points to,
