@@ -317,8 +317,9 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []T
 				continue
 			}
 			j.LeaseExpiresAt = &res.LeaseExpiresAt
+		} else {
+			s.metrics.claimed(j.Queue) // a replayed task was counted when it was claimed
 		}
-		s.metrics.claimed(j.Queue)
 		t := taskOf(j)
 		t.LeaseSeconds = s.cfg.LeaseDuration.Seconds()
 		tasks = append(tasks, t)
