@@ -273,8 +273,8 @@ type ClaimParams struct {
 	Queues        []string
 	ID            int64 // claim this job only
 	Limit         int
-	Owner         string // worker id
-	LeaseDuration time.Duration
+	Owner         string        // worker id (driver.ValidateWorkerID); required
+	LeaseDuration time.Duration // 0 or less: DefaultLease (30s), as a heartbeat's
 	// RequestID names the claim: a repeat returns the jobs the first call
 	// claimed that Owner still holds under that claim (maybe none), and
 	// claims no more. A call that claimed nothing records nothing, so a

@@ -194,8 +194,21 @@ func describeJSON(t []byte) string {
 	return fmt.Sprintf("%.20q", t)
 }
 
-// CheckClaim refuses claim parameters no driver can honour, naming the field.
+// DefaultLease is the lease of a claim, and the extension of a heartbeat,
+// whose LeaseDuration is 0 or less.
+const DefaultLease = 30 * time.Second
+
+// CheckClaim refuses claim parameters no driver can honour, naming the field:
+// an owner that is no worker id (ValidateWorkerID; an empty one would leave a
+// claimed job without an owner) and a request_id with a NUL (PostgreSQL cannot
+// store it). Both drivers call it first, so they refuse alike.
 func CheckClaim(p ClaimParams) error {
+	if err := ValidateWorkerID("owner", p.Owner); err != nil {
+		return err
+	}
+	if err := CheckText("request_id", p.RequestID); err != nil {
+		return err
+	}
 	if p.ReplayOnly && p.RequestID == "" {
 		return Invalid("request_id", "is required with replay_only: it names the claim to collect")
 	}

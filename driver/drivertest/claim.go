@@ -24,6 +24,55 @@ var claimTests = []suiteTest{
 	{"QueuesFilter", testClaimQueues},
 	{"QueuesMergedInClaimOrder", testClaimQueuesMerged},
 	{"ConcurrentClaimers", testConcurrentClaimers},
+	{"BadParamsRefused", testClaimBadParams},
+}
+
+// testClaimBadParams: a claim no lease holder could honour (no owner, so the
+// claimed row would break the invariant that a claimed job has one; an owner
+// or request_id no driver can store) is refused with a ValidationError naming
+// the field, alike on every driver, by id or by queue, and takes nothing.
+// PostgreSQL claimed with an empty owner where SQLite refused; a NUL in the
+// owner or request_id was a database error there, and stored by SQLite. A
+// lease of 0 or less is the default lease on both (SQLite refused it).
+func testClaimBadParams(h *harness) {
+	j := h.mustEnqueue(nil)
+	cases := []struct {
+		field string
+		edit  func(p *driver.ClaimParams)
+	}{
+		{"owner", func(p *driver.ClaimParams) { p.Owner = "" }},
+		{"owner", func(p *driver.ClaimParams) { p.Owner = "w\x00x" }},
+		{"request_id", func(p *driver.ClaimParams) { p.RequestID = "r\x00" }},
+	}
+	for _, byID := range []bool{false, true} {
+		for i, c := range cases {
+			p := h.claimParams(0)
+			p.Start = i%2 == 0
+			if byID {
+				p.ID = j.ID
+			}
+			c.edit(&p)
+			what := fmt.Sprintf("JobClaim(by id %v, owner %q, lease %s, request_id %q)", byID, p.Owner, p.LeaseDuration, p.RequestID)
+			h.rejected(j.ID, driver.ErrInvalidArgument, what, func() error {
+				jobs, err := h.d.JobClaim(h.ctx, p)
+				if len(jobs) > 0 {
+					h.t.Errorf("%s claimed %v", what, jobIDs(jobs))
+				}
+				return h.namingField(what, c.field, err)
+			})
+		}
+	}
+	// A lease of 0 or less is the default lease, 30 s (as a heartbeat's), on
+	// every driver: SQLite refused it, PostgreSQL took it so.
+	for i, lease := range []time.Duration{0, -time.Second} {
+		p := h.claimParams(time.Duration(i) * time.Minute)
+		p.LeaseDuration = lease
+		c := h.mustClaimOne(p)
+		if want := p.Now.Add(driver.DefaultLease); c.LeaseExpiresAt == nil || !c.LeaseExpiresAt.Equal(want) {
+			h.t.Errorf("JobClaim with lease %s: lease_expires_at = %s, want Now+%s = %s", lease, fmtTimePtr(c.LeaseExpiresAt), driver.DefaultLease, fmtTime(want))
+		}
+		h.mustUnclaim(c, time.Duration(i)*time.Minute+time.Second)
+	}
 }
 
 func testRunAt(h *harness) {

@@ -18,8 +18,9 @@ import (
 	"github.com/drover-dev/drover/lifecycle"
 )
 
-// defaultLease applies when a caller passes no lease duration.
-const defaultLease = 30 * time.Second
+// defaultLease applies when a caller passes no lease duration (a claim's or
+// a heartbeat's), on both drivers.
+const defaultLease = driver.DefaultLease
 
 func leaseOr(d time.Duration) time.Duration {
 	if d <= 0 {

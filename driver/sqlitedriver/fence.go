@@ -198,7 +198,7 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 // (as in pgdriver), since a heartbeat that extends nothing protects nothing.
 func heartbeatLease(d time.Duration) time.Duration {
 	if d <= 0 {
-		return 30 * time.Second
+		return driver.DefaultLease
 	}
 	return d
 }

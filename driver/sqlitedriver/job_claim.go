@@ -24,14 +24,11 @@ import (
 // the candidates and updating them cannot interleave with another claimer, in
 // this process or another: no SKIP LOCKED is needed.
 func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.Job, error) {
-	if p.Owner == "" {
-		return nil, fmt.Errorf("claim: %w", driver.Invalid("owner", "must not be empty"))
-	}
-	if err := driver.CheckClaim(p); err != nil {
+	if err := driver.CheckClaim(p); err != nil { // owner, request_id
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	if p.LeaseDuration <= 0 {
-		return nil, fmt.Errorf("claim: %w", driver.Invalid("lease_duration", "%s, must be positive", p.LeaseDuration))
+		p.LeaseDuration = driver.DefaultLease // as pgdriver's claim and both heartbeats
 	}
 	limit := p.Limit
 	if limit <= 0 {
