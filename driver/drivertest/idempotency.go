@@ -34,6 +34,81 @@ var requestIDTests = []suiteTest{
 	{"ClaimWithAnotherWorkersRequestID", testClaimRequestOfAnotherWorker},
 	{"HeartbeatRepeatWithTheTokenInCapitals", testReplayHeartbeatTokenCase},
 	{"ClaimWithARequestIDInACandidatesLog", testClaimRequestInALog},
+	{"WithANULRefused", testRequestIDWithNUL},
+}
+
+// testRequestIDWithNUL: a request_id with a NUL character, which PostgreSQL
+// cannot store, is refused on every driver with a ValidationError naming
+// request_id, and changes nothing, in every lease holder's call and a
+// cancel; in a batch completion it is refused alone and the batch goes on.
+// PostgreSQL answered a database error (22021) for each call and failed the
+// whole JobCompleteMany batch with it; SQLite stored the request_id.
+func testRequestIDWithNUL(h *harness) {
+	const bad = "req\x00uest"
+	withReq := func(j *driver.Job) driver.FenceParams {
+		f := fence(j, h.at(2*time.Second))
+		f.RequestID = bad
+		return f
+	}
+	claimed, running := h.claimedJob(nil), h.runningJob(nil)
+	calls := []struct {
+		name string
+		job  *driver.Job
+		call func(j *driver.Job) error
+	}{
+		{"JobStart", claimed, func(j *driver.Job) error { _, err := h.d.JobStart(h.ctx, withReq(j)); return err }},
+		{"JobUnclaim", claimed, func(j *driver.Job) error { _, err := h.d.JobUnclaim(h.ctx, withReq(j)); return err }},
+		{"JobHeartbeat", running, func(j *driver.Job) error {
+			_, err := h.d.JobHeartbeat(h.ctx, driver.HeartbeatParams{FenceParams: withReq(j)})
+			return err
+		}},
+		{"JobComplete", running, func(j *driver.Job) error {
+			_, err := h.d.JobComplete(h.ctx, driver.CompleteParams{FenceParams: withReq(j)})
+			return err
+		}},
+		{"JobFail", running, func(j *driver.Job) error {
+			_, err := h.d.JobFail(h.ctx, driver.FailParams{FenceParams: withReq(j), Error: "boom"})
+			return err
+		}},
+		{"JobSnooze", running, func(j *driver.Job) error {
+			_, err := h.d.JobSnooze(h.ctx, driver.SnoozeParams{FenceParams: withReq(j)})
+			return err
+		}},
+		{"JobCancel", running, func(j *driver.Job) error {
+			_, err := h.d.JobCancel(h.ctx, driver.CancelParams{ID: j.ID, RequestID: bad, Now: h.at(2 * time.Second)})
+			return err
+		}},
+	}
+	for _, c := range calls {
+		h.rejected(c.job.ID, driver.ErrInvalidArgument, c.name+" with a NUL in request_id", func() error {
+			return h.namingField(c.name, "request_id", c.call(c.job))
+		})
+	}
+	// A batch completion: the bad one is refused alone.
+	other := h.runningJob(nil)
+	for _, errsOnly := range []bool{false, true} {
+		ps := []driver.CompleteParams{{FenceParams: withReq(running)}}
+		if !errsOnly {
+			ps = append(ps, driver.CompleteParams{FenceParams: fence(other, h.at(3*time.Second))})
+		}
+		var errs []error
+		if errsOnly {
+			errs = h.d.JobCompleteManyErrs(h.ctx, ps)
+		} else {
+			errs = driver.OutcomeErrs(h.d.JobCompleteMany(h.ctx, ps))
+		}
+		h.wantErr(errs[0], driver.ErrInvalidArgument, fmt.Sprintf("JobCompleteMany (errs only %v): the completion with a NUL in request_id", errsOnly))
+		h.namingField("JobCompleteMany", "request_id", errs[0])
+		if len(errs) > 1 && errs[1] != nil {
+			h.t.Errorf("JobCompleteMany: the other completion of the batch failed with it: %v", errs[1])
+		}
+	}
+	if j := h.get(running.ID); j.Status != lifecycle.StatusRunning {
+		h.t.Errorf("job %d is %s after completions refused, want running", j.ID, j.Status)
+	}
+	if j := h.get(other.ID); j.Status != lifecycle.StatusSucceeded {
+		h.t.Errorf("job %d is %s, want succeeded: its completion shared a batch with a refused one", j.ID, j.Status)
+	}
 }
 
 // wantReplay runs call, which repeats a request already applied to job id.

@@ -424,6 +424,9 @@ func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.
 // (one that ignores timeout_seconds) heartbeats in vain, and the reaper ends the
 // attempt, the engine's side of a timeout.
 func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
+	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+		return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
+	}
 	if p.RequestID != "" {
 		if j, err := d.replay(ctx, d.pool, "heartbeat", p.ID, p.RequestID, p.Attempt); err != nil || j != nil {
 			if err != nil {
@@ -555,6 +558,12 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		if err := driver.CheckResult(p.Result); err != nil {
 			out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
 			continue // refused alone; the rest of the batch goes on
+		}
+		if err := driver.CheckText("request_id", p.RequestID); err != nil {
+			// Refused alone: PostgreSQL refuses a NUL in text, and the
+			// statement that sent it would fail the whole batch.
+			out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
+			continue
 		}
 		token, err := uuid.Parse(p.LeaseToken)
 		if err != nil || p.Attempt < 0 || p.Attempt > math.MaxInt32 {
@@ -726,6 +735,9 @@ func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.
 
 // JobCancel implements driver.Driver.
 func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.Job, error) {
+	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+	}
 	actor := p.Actor
 	if actor == "" {
 		actor = "operator"
@@ -765,6 +777,10 @@ const cancelRounds = 5
 
 // fenced runs a guarded transition and, when its guard matched nothing, works out why.
 func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {
+	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+		// Refused as SQLite's driver refuses it, before PostgreSQL errs on it.
+		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
+	}
 	if _, err := uuid.Parse(p.LeaseToken); err != nil {
 		// Not a token we could have issued; never send it to a uuid column.
 		return d.diagnose(ctx, q, op, p.ID, p.RequestID, p.Attempt, otherwise)

@@ -44,6 +44,11 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		fences[i] = p.FenceParams
 		fs[i], out[i].Err = completion(p)
 		if out[i].Err == nil {
+			if err := driver.CheckText("request_id", p.RequestID); err != nil {
+				out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err) // refused alone, as PostgreSQL's
+			}
+		}
+		if out[i].Err == nil {
 			args[i] = fs[i].args[0].(sql.NamedArg).Value // the result text
 		}
 	}
