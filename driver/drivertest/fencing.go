@@ -3,6 +3,7 @@ package drivertest
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -21,6 +22,37 @@ var fencingTests = []suiteTest{
 	{"CompleteManyResults", testCompleteManyResults},
 	{"CompleteManyNamesAJobTwice", testCompleteManyTwice},
 	{"LeaseTokenInAnySpelling", testTokenSpelling},
+	{"AttemptOutOfRange", testAttemptOutOfRange},
+}
+
+// testAttemptOutOfRange: an attempt no claim can have handed out (negative,
+// or past the 32-bit column) is a stale fence like any other: ErrLeaseLost
+// and nothing changes, on every driver, and in JobStartMany it is refused
+// alone. PostgreSQL answered pgx's encode error ("greater than maximum
+// value for int4") instead, and JobStartMany lost the whole batch with it.
+func testAttemptOutOfRange(h *harness) {
+	c := h.claimedJob(nil)
+	r := h.runningJob(nil)
+	calls := h.fenceCalls()
+	for _, attempt := range []int{-1, math.MaxInt32 + 1, 1 << 40} {
+		for _, j := range []*driver.Job{c, r} {
+			bad := *j
+			bad.Attempt = attempt
+			for name, call := range calls {
+				h.rejected(j.ID, driver.ErrLeaseLost, fmt.Sprintf("%s of a %s job with attempt %d", name, j.Status, attempt), func() error {
+					return call(&bad, 10*time.Second)
+				})
+			}
+		}
+	}
+	other := h.claimedJob(nil)
+	bad := fence(c, h.at(10*time.Second))
+	bad.Attempt = math.MaxInt32 + 1
+	outs := h.d.JobStartMany(h.ctx, []driver.FenceParams{bad, fence(other, h.at(10*time.Second))})
+	h.wantErr(outs[0].Err, driver.ErrLeaseLost, "JobStartMany: the start with attempt past int32")
+	if outs[1].Err != nil || outs[1].Job == nil || outs[1].Job.Status != lifecycle.StatusRunning {
+		h.t.Errorf("JobStartMany: the other start of the batch = %v, %v; want it running", outs[1].Job, outs[1].Err)
+	}
 }
 
 // reclaimed returns a job claimed at t0, reaped at t0+31s and claimed again at t0+32s,

@@ -566,7 +566,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			continue
 		}
 		token, err := uuid.Parse(p.LeaseToken)
-		if err != nil || p.Attempt < 0 || p.Attempt > math.MaxInt32 {
+		if err != nil || !attemptFits(p.Attempt) {
 			// Diagnosed below: a malformed token never reaches the uuid cast,
 			// and an attempt past int4 is no job's (int32 would wrap it onto one).
 			continue
@@ -678,8 +678,8 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 		if out[i].Err != nil {
 			continue
 		}
-		if _, err := uuid.Parse(p.LeaseToken); err != nil {
-			continue
+		if _, err := uuid.Parse(p.LeaseToken); err != nil || !attemptFits(p.Attempt) {
+			continue // diagnosed after the commit: one such job lost the whole batch
 		}
 		valid[i] = true
 		batch.Queue(queries.Get(name), args[i]...)
@@ -781,8 +781,10 @@ func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FencePa
 		// Refused as SQLite's driver refuses it, before PostgreSQL errs on it.
 		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
 	}
-	if _, err := uuid.Parse(p.LeaseToken); err != nil {
-		// Not a token we could have issued; never send it to a uuid column.
+	if _, err := uuid.Parse(p.LeaseToken); err != nil || !attemptFits(p.Attempt) {
+		// Not a token we could have issued, or an attempt no claim handed
+		// out: never send them to a uuid or int4 column (pgx refuses to
+		// encode such an attempt, and the call failed with that).
 		return d.diagnose(ctx, q, op, p.ID, p.RequestID, p.Attempt, otherwise)
 	}
 	// The statement's error arrives from Query in the simple protocol
@@ -807,6 +809,10 @@ func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FencePa
 	}
 	return d.diagnose(ctx, q, op, p.ID, p.RequestID, p.Attempt, otherwise)
 }
+
+// attemptFits reports whether attempt fits the int4 column: an attempt out of
+// it is no job's, a stale fence.
+func attemptFits(attempt int) bool { return attempt >= 0 && attempt <= math.MaxInt32 }
 
 // isRequestRepeat reports whether err is the unique violation of an event
 // whose job already logged the same request_id.
