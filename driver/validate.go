@@ -124,7 +124,9 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	if !utf8.ValidString(p.IdempotencyKey) || bytes.IndexByte([]byte(p.IdempotencyKey), 0) >= 0 {
 		return Invalid("idempotency_key", "must be UTF-8 text without NUL bytes")
 	}
-	if p.RunAt != nil && (p.RunAt.Year() < 1970 || p.RunAt.Year() > 9999) {
+	// The instant's year in UTC, as it is stored and read back: in the zone it
+	// was given in, 9999-12-31T23:00:00-05:00 (year 10000 in UTC) passed.
+	if y := p.RunAt; y != nil && (y.UTC().Year() < 1970 || y.UTC().Year() > 9999) {
 		return Invalid("run_at", "%s is out of range", p.RunAt.Format(time.RFC3339))
 	}
 	if p.WorkflowRunID == nil && p.WorkflowNode != "" {

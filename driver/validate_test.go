@@ -110,6 +110,13 @@ func TestValidateInsertRejects(t *testing.T) {
 	big := json.RawMessage(`{"a":"` + strings.Repeat("x", 10<<20) + `"}`)
 	year10000 := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	year1969 := time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)
+	// The range is of the instant (stored in UTC), not of the year where the
+	// time was given: 9999-12-31 23:00 at UTC-5 is year 10000 in UTC (no JSON
+	// time can say it: every job read of it failed to encode), and 1970-01-01
+	// 00:00 at UTC+5 is in 1969. Both passed.
+	west, east := time.FixedZone("UTC-5", -5*3600), time.FixedZone("UTC+5", 5*3600)
+	year10000West := time.Date(9999, 12, 31, 23, 0, 0, 0, west)
+	year1969East := time.Date(1970, 1, 1, 0, 0, 0, 0, east)
 	tests := []struct {
 		name  string
 		edit  func(p *driver.InsertParams)
@@ -156,6 +163,8 @@ func TestValidateInsertRejects(t *testing.T) {
 		{"idempotency key not UTF-8", func(p *driver.InsertParams) { p.IdempotencyKey = "a\xffb" }, driver.Limits{}, "idempotency_key"},
 		{"run_at after year 9999", func(p *driver.InsertParams) { p.RunAt = &year10000 }, driver.Limits{}, "run_at"},
 		{"run_at before 1970", func(p *driver.InsertParams) { p.RunAt = &year1969 }, driver.Limits{}, "run_at"},
+		{"run_at in year 10000 in UTC, given in 9999 at UTC-5", func(p *driver.InsertParams) { p.RunAt = &year10000West }, driver.Limits{}, "run_at"},
+		{"run_at in 1969 in UTC, given in 1970 at UTC+5", func(p *driver.InsertParams) { p.RunAt = &year1969East }, driver.Limits{}, "run_at"},
 		{"workflow node without run id", func(p *driver.InsertParams) { p.WorkflowNode = "load" }, driver.Limits{}, "workflow_node"},
 	}
 	for _, tt := range tests {
