@@ -16,6 +16,8 @@ var (
 	ErrInvalidArgument   = driver.ErrInvalidArgument
 	// ErrSchemaAhead: MigrateUp found a schema a newer drover migrated.
 	ErrSchemaAhead = driver.ErrSchemaAhead
+	// ErrSchemaDirty: MigrateUp found the schema's version marked dirty.
+	ErrSchemaDirty = driver.ErrSchemaDirty
 )
 
 // ValidationError names the rejected field and the reason.

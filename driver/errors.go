@@ -27,7 +27,35 @@ var (
 	// that version stores (the compact event rows of pgdriver 008 and 009, for
 	// one); nothing was read or written.
 	ErrSchemaAhead = errors.New("database schema is newer than this build of drover")
+	// ErrSchemaDirty: the schema's version is marked dirty, so a migration to
+	// it stopped half-way (an older drover's, whose golang-migrate marked,
+	// migrated and cleared in three transactions, or a down migration). Nothing
+	// was migrated; SchemaDirtyError says how to clear the mark.
+	ErrSchemaDirty = errors.New("database schema is marked dirty")
 )
+
+// SchemaDirtyError is ErrSchemaDirty for one version: it names the statement
+// that clears the mark in the driver's own version table (drover has no
+// command that forces a version, as golang-migrate's own message asks).
+// Cause is the migration tool's error for it (migrate.ErrDirty), if any.
+type SchemaDirtyError struct {
+	Version uint
+	Table   string
+	Cause   error
+}
+
+func (e *SchemaDirtyError) Error() string {
+	return fmt.Sprintf("%v: migration %d stopped half-way (an older drover's, or a down migration); "+
+		"make the schema what %d leaves, then clear the mark: UPDATE %s SET dirty = false", ErrSchemaDirty, e.Version, e.Version, e.Table)
+}
+
+// Unwrap makes errors.Is(err, ErrSchemaDirty) true, and errors.As finds Cause.
+func (e *SchemaDirtyError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrSchemaDirty}
+	}
+	return []error{ErrSchemaDirty, e.Cause}
+}
 
 // ValidationError names the field that was rejected and why.
 type ValidationError struct {

@@ -86,7 +86,7 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("migrate up: %w", err)
 	case dirty:
-		return fmt.Errorf("migrate up: %w", migrate.ErrDirty{Version: int(v)})
+		return fmt.Errorf("migrate up: %w", &driver.SchemaDirtyError{Version: uint(v), Table: migrationsTable, Cause: migrate.ErrDirty{Version: int(v)}})
 	}
 	available := availableVersions(migrationFS)
 	if err := (driver.MigrationStatus{Current: uint(max(v, 0)), Available: available}).CheckNotAhead(); err != nil {

@@ -98,7 +98,7 @@ func (d *Driver) up(ctx context.Context, versions []uint, bodies map[uint]string
 	case err != nil:
 		return 0, 0, fmt.Errorf("read the version: %w", err)
 	case dirty:
-		return 0, 0, migrate.ErrDirty{Version: int(version)}
+		return 0, 0, &driver.SchemaDirtyError{Version: uint(max(version, 0)), Table: "schema_migrations", Cause: migrate.ErrDirty{Version: int(version)}}
 	}
 	if version > 0 {
 		before = uint(version)

@@ -60,3 +60,57 @@ func bumpSchemaVersion(t *testing.T, url string) {
 		t.Fatal(err)
 	}
 }
+
+// A version left dirty (an older drover's migration killed between
+// golang-migrate's transactions, or a down migration) stops every command that
+// migrates: `migrate up` and `dev` on both drivers, every command on SQLite.
+// Their error names the version and the statement that clears the mark in
+// drover's own version table, as `migrate status` does, not golang-migrate's
+// "Fix and force version": drover has no command to force one.
+func TestMigrateUpSaysHowToClearADirtyVersion(t *testing.T) {
+	t.Parallel()
+	for kind, table := range map[string]string{"postgres": "drover_schema_migrations", "sqlite": "schema_migrations"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			db := testdb.URL(t, kind)
+			if code, _, stderr := run(t, "--database-url", db, "migrate", "up"); code != 0 {
+				t.Fatalf("migrate up: exit %d: %s", code, stderr)
+			}
+			markDirty(t, db)
+			cmds := [][]string{{"migrate", "up"}}
+			if kind == "sqlite" {
+				cmds = append(cmds, []string{"jobs", "list"})
+			}
+			for _, args := range cmds {
+				code, _, stderr := run(t, append([]string{"--database-url", db}, args...)...)
+				if code == 0 || strings.Contains(stderr, "force version") || !strings.Contains(stderr, "marked dirty") ||
+					!strings.Contains(stderr, "UPDATE "+table+" SET dirty = false") {
+					t.Errorf("%v on a dirty version: exit %d, stderr %q; want a failure naming the dirty mark and the statement that clears it", args, code, stderr)
+				}
+			}
+		})
+	}
+}
+
+// markDirty marks the recorded version dirty, as a migration of an older
+// drover killed half-way leaves it.
+func markDirty(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	drv, err := drover.Open(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	switch d := drv.(type) {
+	case *pgdriver.Driver:
+		_, err = d.Pool().Exec(ctx, "UPDATE drover_schema_migrations SET dirty = true")
+	case *sqlitedriver.Driver:
+		_, err = d.DB().ExecContext(ctx, "UPDATE schema_migrations SET dirty = 1")
+	default:
+		t.Fatalf("unknown driver %T", drv)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
