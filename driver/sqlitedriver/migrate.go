@@ -39,7 +39,7 @@ const migrateWait = 2 * time.Minute
 // A file already at this build's version is left alone without a write
 // transaction: every command and every process start migrates.
 func (d *Driver) MigrateUp(ctx context.Context) error {
-	if st, err := d.MigrateStatus(ctx); err == nil && !st.Dirty && st.Current > 0 && st.Current == st.Latest() {
+	if st, legacy, err := d.status(ctx); err == nil && !legacy && !st.Dirty && st.Current > 0 && st.Current == st.Latest() {
 		return nil
 	}
 	src, err := iofs.New(migrationFS, "migrations")
@@ -86,9 +86,19 @@ func (d *Driver) up(ctx context.Context, versions []uint, bodies map[uint]string
 		return 0, 0, err
 	}
 	defer func() { _ = tx.Rollback() }() // after a commit, a no-op
-	// golang-migrate's version table, as it creates it.
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version uint64,dirty bool);
-		CREATE UNIQUE INDEX IF NOT EXISTS version_unique ON schema_migrations (version);`); err != nil {
+	// Drover's version table, shaped as golang-migrate's; an earlier Drover's
+	// (golang-migrate's default name, which an application's golang-migrate
+	// in the same file uses too) is taken over under Drover's own name.
+	var have, legacy bool
+	if err := tx.QueryRowContext(ctx, queries.Get("MigrateTableExists")).Scan(&have, &legacy); err != nil {
+		return 0, 0, fmt.Errorf("find the version table: %w", err)
+	}
+	if legacy {
+		if _, err := tx.ExecContext(ctx, takeOverLegacyTable); err != nil {
+			return 0, 0, fmt.Errorf("take over the version table %s as %s: %w", legacyVersionTable, versionTable, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, createVersionTable); err != nil {
 		return 0, 0, fmt.Errorf("create the version table: %w", err)
 	}
 	var version int64
@@ -98,7 +108,7 @@ func (d *Driver) up(ctx context.Context, versions []uint, bodies map[uint]string
 	case err != nil:
 		return 0, 0, fmt.Errorf("read the version: %w", err)
 	case dirty:
-		return 0, 0, &driver.SchemaDirtyError{Version: uint(max(version, 0)), Table: "schema_migrations", Cause: migrate.ErrDirty{Version: int(version)}}
+		return 0, 0, &driver.SchemaDirtyError{Version: uint(max(version, 0)), Table: versionTable, Cause: migrate.ErrDirty{Version: int(version)}}
 	}
 	if version > 0 {
 		before = uint(version)
@@ -116,13 +126,13 @@ func (d *Driver) up(ctx context.Context, versions []uint, bodies map[uint]string
 		}
 		after = v
 	}
-	if after == before {
+	if after == before && !legacy {
 		return before, after, nil // another migrator did it
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM schema_migrations"); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+versionTable); err != nil {
 		return before, before, fmt.Errorf("record version %d: %w", after, err)
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, dirty) VALUES (?, 0)", int64(after)); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+versionTable+" (version, dirty) VALUES (?, 0)", int64(after)); err != nil {
 		return before, before, fmt.Errorf("record version %d: %w", after, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -159,38 +169,67 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == 5
 }
 
+// versionTable holds Drover's schema version, apart from an application's own
+// golang-migrate table in the same file, as pgdriver's does.
+const versionTable = "drover_schema_migrations"
+
+// legacyVersionTable held it before: golang-migrate's default name, which an
+// application's golang-migrate uses too, so each read the other's version.
+const legacyVersionTable = "schema_migrations"
+
+// takeOverLegacyTable moves an earlier Drover's version table to Drover's own
+// name, with an index of Drover's own name: golang-migrate names its index
+// version_unique, and an application's golang-migrate creating its own by that
+// name would skip it while ours had it.
+const takeOverLegacyTable = `ALTER TABLE schema_migrations RENAME TO drover_schema_migrations;
+DROP INDEX IF EXISTS version_unique;`
+
+// createVersionTable creates versionTable, shaped as golang-migrate's.
+const createVersionTable = `CREATE TABLE IF NOT EXISTS drover_schema_migrations (version uint64,dirty bool);
+CREATE UNIQUE INDEX IF NOT EXISTS drover_schema_migrations_version_unique ON drover_schema_migrations (version);`
+
 // MigrateStatus reports the applied version, whether a migration failed half-way,
 // and the versions this build ships.
 func (d *Driver) MigrateStatus(ctx context.Context) (driver.MigrationStatus, error) {
-	var st driver.MigrationStatus
+	st, _, err := d.status(ctx)
+	return st, err
+}
+
+// status is MigrateStatus, and whether the version was read from an earlier
+// Drover's legacyVersionTable (MigrateUp then takes it over).
+func (d *Driver) status(ctx context.Context) (st driver.MigrationStatus, legacy bool, err error) {
 	src, err := iofs.New(migrationFS, "migrations")
 	if err != nil {
-		return st, fmt.Errorf("migration status: %w", err)
+		return st, false, fmt.Errorf("migration status: %w", err)
 	}
 	defer src.Close()
 	st.Available, err = available(src)
 	if err != nil {
-		return st, fmt.Errorf("migration status: %w", err)
+		return st, false, fmt.Errorf("migration status: %w", err)
 	}
 	var exists bool
-	if err := d.read.QueryRowContext(ctx, queries.Get("MigrateTableExists")).Scan(&exists); err != nil {
-		return st, fmt.Errorf("migration status: %w", err)
+	if err := d.read.QueryRowContext(ctx, queries.Get("MigrateTableExists")).Scan(&exists, &legacy); err != nil {
+		return st, false, fmt.Errorf("migration status: %w", err)
 	}
-	if !exists {
-		return st, nil
+	q := "MigrateVersion"
+	switch {
+	case legacy:
+		q = "MigrateLegacyVersion"
+	case !exists:
+		return st, false, nil
 	}
 	var version int64
-	err = d.read.QueryRowContext(ctx, queries.Get("MigrateVersion")).Scan(&version, &st.Dirty)
+	err = d.read.QueryRowContext(ctx, queries.Get(q)).Scan(&version, &st.Dirty)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return st, nil
+		return st, legacy, nil
 	case err != nil:
-		return st, fmt.Errorf("migration status: %w", err)
+		return st, legacy, fmt.Errorf("migration status: %w", err)
 	}
 	if version > 0 {
 		st.Current = uint(version)
 	}
-	return st, nil
+	return st, legacy, nil
 }
 
 func (d *Driver) migrator() (*migrate.Migrate, source.Driver, error) {
@@ -198,7 +237,7 @@ func (d *Driver) migrator() (*migrate.Migrate, source.Driver, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("migrate sqlite: %w", err)
 	}
-	db, err := migratesqlite.WithInstance(d.write, &migratesqlite.Config{})
+	db, err := migratesqlite.WithInstance(d.write, &migratesqlite.Config{MigrationsTable: versionTable})
 	if err != nil {
 		src.Close()
 		return nil, nil, fmt.Errorf("migrate sqlite: %w", err)

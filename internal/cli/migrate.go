@@ -77,10 +77,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 			case st.Dirty:
 				// Drover's own migrations run in one transaction each and never
 				// leave this mark; an older drover's or a down migration can.
-				table := "schema_migrations"
-				if strings.HasPrefix(describeURL(g.databaseURL), "postgres") {
-					table = "drover_schema_migrations"
-				}
+				table := "drover_schema_migrations" // both drivers'
 				state = fmt.Sprintf("DIRTY: migration %d stopped half-way (an older drover's, or a down migration); "+
 					"make the schema what %d leaves, then clear the mark: UPDATE %s SET dirty = false", st.Current, st.Current, table)
 			case st.Current < latest:

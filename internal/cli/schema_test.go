@@ -52,7 +52,7 @@ func bumpSchemaVersion(t *testing.T, url string) {
 	case *pgdriver.Driver:
 		_, err = d.Pool().Exec(ctx, "UPDATE drover_schema_migrations SET version = version + 1")
 	case *sqlitedriver.Driver:
-		_, err = d.DB().ExecContext(ctx, "UPDATE schema_migrations SET version = version + 1")
+		_, err = d.DB().ExecContext(ctx, "UPDATE drover_schema_migrations SET version = version + 1")
 	default:
 		t.Fatalf("unknown driver %T", drv)
 	}
@@ -69,7 +69,7 @@ func bumpSchemaVersion(t *testing.T, url string) {
 // "Fix and force version": drover has no command to force one.
 func TestMigrateUpSaysHowToClearADirtyVersion(t *testing.T) {
 	t.Parallel()
-	for kind, table := range map[string]string{"postgres": "drover_schema_migrations", "sqlite": "schema_migrations"} {
+	for kind, table := range map[string]string{"postgres": "drover_schema_migrations", "sqlite": "drover_schema_migrations"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			db := testdb.URL(t, kind)
@@ -106,7 +106,7 @@ func markDirty(t *testing.T, url string) {
 	case *pgdriver.Driver:
 		_, err = d.Pool().Exec(ctx, "UPDATE drover_schema_migrations SET dirty = true")
 	case *sqlitedriver.Driver:
-		_, err = d.DB().ExecContext(ctx, "UPDATE schema_migrations SET dirty = 1")
+		_, err = d.DB().ExecContext(ctx, "UPDATE drover_schema_migrations SET dirty = 1")
 	default:
 		t.Fatalf("unknown driver %T", drv)
 	}

@@ -51,7 +51,7 @@ func TestMigrateStatusCreatesNoSQLiteFile(t *testing.T) {
 // is reported with the version and the statement that clears the mark, in the
 // driver's own version table: drover has no command that would do it.
 func TestMigrateStatusSaysHowToClearADirtyVersion(t *testing.T) {
-	for kind, table := range map[string]string{"postgres": "drover_schema_migrations", "sqlite": "schema_migrations"} {
+	for kind, table := range map[string]string{"postgres": "drover_schema_migrations", "sqlite": "drover_schema_migrations"} {
 		t.Run(kind, func(t *testing.T) {
 			url := testdb.URL(t, kind)
 			if code, _, stderr := run(t, "--database-url", url, "migrate", "up"); code != 0 {
