@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -43,6 +44,9 @@ type Driver struct {
 	wake   *broadcaster
 
 	purgeBatch int // JobDLQPurge's batch; 0: purgeBatch
+
+	bulkMu   sync.Mutex
+	bulkNext time.Time // a bulk delete's next transaction begins no sooner (bulkTx)
 }
 
 // Open opens (creating if needed) the SQLite database at path, a file path such as

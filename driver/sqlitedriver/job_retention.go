@@ -21,7 +21,7 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 		limit = 1000
 	}
 	var n int
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
+	err := d.bulkTx(ctx, func(tx *sql.Tx) error {
 		before := p.Before
 		if before.IsZero() {
 			before = clock(nil).Add(-p.OlderThan) // the clock finished_at was written by
@@ -95,6 +95,43 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 	return res.Job, nil
 }
 
+// bulkTx runs one write transaction of a bulk delete (retention's, a DLQ
+// purge's) after a pause as long as this driver's last one took. SQLite has
+// one writer for the whole file, and another process waiting for it sleeps in
+// SQLite's busy handler between looks (1, 2, 5 … ms, then 100 ms at a time):
+// run back to back, the transactions left it almost no moment to find the
+// file free, so its enqueues and completions waited for the whole bulk delete
+// (all of a 200k-job retention pass), and past busy_timeout (10 s) failed.
+// Paced, a bulk delete holds the file at most half the time, and a waiting
+// writer finds it free within a few looks; within this process, writers take
+// turns on the one write connection either way.
+func (d *Driver) bulkTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	d.bulkMu.Lock()
+	wait := time.Until(d.bulkNext)
+	d.bulkMu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	var began time.Time
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		began = time.Now() // the write lock is held from here
+		return fn(tx)
+	})
+	if !began.IsZero() {
+		end := time.Now()
+		d.bulkMu.Lock()
+		d.bulkNext = end.Add(end.Sub(began))
+		d.bulkMu.Unlock()
+	}
+	return err
+}
+
 // purgeBatch is how many failed jobs one transaction of JobDLQPurge deletes
 // (Driver.purgeBatch, when set, for tests).
 const purgeBatch = 1000
@@ -115,7 +152,7 @@ func (d *Driver) JobDLQPurge(ctx context.Context, p driver.DLQPurgeParams) (int,
 	for after := int64(0); ; {
 		var ids []int64
 		n := 0
-		err := d.inTx(ctx, func(tx *sql.Tx) error {
+		err := d.bulkTx(ctx, func(tx *sql.Tx) error {
 			var err error
 			ids, err = selectIDs(ctx, tx, queries.Get("FailedJobs"), sql.Named("queue", p.Queue),
 				sql.Named("after", after), sql.Named("limit", batch))
