@@ -17,6 +17,7 @@ var leaderTests = []suiteTest{
 var wakeupTests = []suiteTest{
 	{"PublishReachesSubscriber", testWakeup},
 	{"InsertWakesItsQueue", testInsertWakes},
+	{"RetryOrSnoozeDueNowWakesItsQueue", testRetrySnoozeWakes},
 }
 
 // driverTests cover the driver's housekeeping calls.
@@ -163,6 +164,42 @@ func testInsertWakes(h *harness) {
 	h.mustInsert(h.params(func(p *driver.InsertParams) { p.Queue, p.RunAt = "later", &later }))
 	h.mustInsert(h.params(func(p *driver.InsertParams) { p.Queue = "now" }))
 	w.await("now", false, "probe")
+	w.publish("marker")
+	w.await("marker", false, "probe")
+}
+
+// testRetrySnoozeWakes: a retry or a snooze that makes its job claimable now
+// (no delay: a custom backoff, snooze_seconds 0, a worker's give-back at
+// shutdown) wakes its queue, as an insert does; one for later does not.
+// PostgreSQL's sent none, so the job waited for a worker's poll.
+func testRetrySnoozeWakes(h *harness) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	w := h.watchWakeups(ctx)
+	w.publish("probe")
+	w.await("probe", true)
+	// Each job's insert wakes its queue first; the await after each
+	// transition is of a wake-up of its own, and one of "later" fails it.
+	running := func(q string) *driver.Job {
+		h.t.Helper()
+		j := h.runningJob(func(p *driver.InsertParams) { p.Queue = q })
+		w.await(q, false, "probe")
+		return j
+	}
+	later := running("later")
+	if _, err := h.d.JobFail(h.ctx, driver.FailParams{FenceParams: fence(later, h.at(2*time.Second)), Error: "boom", RetryDelay: time.Hour}); err != nil {
+		h.t.Fatalf("JobFail with an hour's delay: %v", err)
+	}
+	retry := running("retry-now")
+	if _, err := h.d.JobFail(h.ctx, driver.FailParams{FenceParams: fence(retry, h.at(2*time.Second)), Error: "boom"}); err != nil {
+		h.t.Fatalf("JobFail with no delay: %v", err)
+	}
+	w.await("retry-now", false, "probe")
+	snooze := running("snooze-now")
+	if _, err := h.d.JobSnooze(h.ctx, driver.SnoozeParams{FenceParams: fence(snooze, h.at(2*time.Second))}); err != nil {
+		h.t.Fatalf("JobSnooze with no delay: %v", err)
+	}
+	w.await("snooze-now", false, "probe")
 	w.publish("marker")
 	w.await("marker", false, "probe")
 }

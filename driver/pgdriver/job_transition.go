@@ -722,15 +722,45 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 // JobFail implements driver.Driver.
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
 	msg := driver.FailureText(p.Error) // text PostgreSQL would refuse fails nothing
-	return d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
+	j, err := d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.StackText(p.Stack),
 		micros(p.RetryDelay))
+	d.wakeIfDue(ctx, j, err, p.RetryAt, p.RetryDelay, p.Now)
+	return j, err
+}
+
+// wakeIfDue wakes the queue of a job a retry or a snooze made claimable now
+// (at, or now + delay when at is zero, not in the future), as an insert's
+// wake-up does: without it the job waited for a worker's poll. A retry with no
+// delay is a custom backoff's, a snooze of 0 s, or a worker's give-back at
+// shutdown. The intent is judged, not the row's run_at, which the database's
+// clock wrote.
+func (d *Driver) wakeIfDue(ctx context.Context, j *driver.Job, err error, at time.Time, delay time.Duration, now *time.Time) {
+	if err != nil || j.Replayed || j.Status != lifecycle.StatusQueued {
+		return
+	}
+	if at.IsZero() {
+		if delay > 0 {
+			return
+		}
+	} else {
+		t := time.Now()
+		if now != nil {
+			t = *now
+		}
+		if at.After(t) {
+			return
+		}
+	}
+	_ = d.WakeupPublish(ctx, []string{j.Queue})
 }
 
 // JobSnooze implements driver.Driver.
 func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
-	return d.fenced(ctx, d.pool, "snooze", p.FenceParams, driver.ErrLeaseLost, "JobSnooze",
+	j, err := d.fenced(ctx, d.pool, "snooze", p.FenceParams, driver.ErrLeaseLost, "JobSnooze",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), timeOrNil(p.RunAt), micros(p.Delay))
+	d.wakeIfDue(ctx, j, err, p.RunAt, p.Delay, p.Now)
+	return j, err
 }
 
 // JobCancel implements driver.Driver.
