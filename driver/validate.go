@@ -124,13 +124,28 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	if !utf8.ValidString(p.IdempotencyKey) || bytes.IndexByte([]byte(p.IdempotencyKey), 0) >= 0 {
 		return Invalid("idempotency_key", "must be UTF-8 text without NUL bytes")
 	}
-	// The instant's year in UTC, as it is stored and read back: in the zone it
-	// was given in, 9999-12-31T23:00:00-05:00 (year 10000 in UTC) passed.
-	if y := p.RunAt; y != nil && (y.UTC().Year() < 1970 || y.UTC().Year() > 9999) {
-		return Invalid("run_at", "%s is out of range", p.RunAt.Format(time.RFC3339))
+	if p.RunAt != nil {
+		if err := CheckTime("run_at", *p.RunAt); err != nil {
+			return err
+		}
 	}
 	if p.WorkflowRunID == nil && p.WorkflowNode != "" {
 		return Invalid("workflow_node", "set without workflow_run_id")
+	}
+	return nil
+}
+
+// CheckTime refuses a time a job cannot be stored with: one outside the years
+// 1970 to 9999 in UTC (a job with a time past 9999 could not be encoded as
+// JSON, so no API could answer it). The zero time passes: it means "not set".
+// The year is the instant's in UTC, as it is stored and read back: in the zone
+// it was given in, 9999-12-31T23:00:00-05:00 (year 10000 in UTC) passed.
+func CheckTime(field string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if y := t.UTC().Year(); y < 1970 || y > 9999 {
+		return Invalid(field, "%s is out of range (years 1970 to 9999 in UTC)", t.Format(time.RFC3339))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 // transitionTests walk every allowed edge of lifecycle.Transitions that the driver
 // interface exposes.
 var transitionTests = []suiteTest{
+	{"RetryOrSnoozeTimeOutOfRangeRefused", testRetrySnoozeTimeRange},
 	{"EnqueueQueued", testEnqueueQueued},
 	{"EnqueuePending", testEnqueuePending},
 	{"ClaimStartComplete", testClaimStartComplete},
@@ -259,5 +260,28 @@ func testStartLease(h *harness) {
 	r2 := h.mustStart(c2, 5*time.Second)
 	if r2.LeaseExpiresAt == nil || !r2.LeaseExpiresAt.Equal(*c2.LeaseExpiresAt) {
 		h.t.Errorf("JobStart with LeaseDuration 0: lease_expires_at %s, want the claim's %s", fmtTimePtr(r2.LeaseExpiresAt), fmtTimePtr(c2.LeaseExpiresAt))
+	}
+}
+
+// testRetrySnoozeTimeRange: a retry or a snooze to a time outside the years
+// 1970 to 9999 (in UTC) is refused, naming the field, as an insert's run_at
+// is. One past 9999 was stored on both drivers, and the job could not be
+// encoded as JSON after that: GET /jobs/{id} failed on it.
+func testRetrySnoozeTimeRange(h *harness) {
+	j := h.runningJob(nil)
+	west := time.FixedZone("UTC-5", -5*3600)
+	for _, at := range []time.Time{
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 0, 0, 0, west), // year 10000 in UTC
+		time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC),
+	} {
+		h.rejected(j.ID, driver.ErrInvalidArgument, "JobFail with RetryAt "+at.String(), func() error {
+			_, err := h.d.JobFail(h.ctx, driver.FailParams{FenceParams: fence(j, h.at(2*time.Second)), Error: "boom", RetryAt: at})
+			return h.namingField("JobFail", "retry_at", err)
+		})
+		h.rejected(j.ID, driver.ErrInvalidArgument, "JobSnooze with RunAt "+at.String(), func() error {
+			_, err := h.d.JobSnooze(h.ctx, driver.SnoozeParams{FenceParams: fence(j, h.at(2*time.Second)), RunAt: at})
+			return h.namingField("JobSnooze", "run_at", err)
+		})
 	}
 }

@@ -721,6 +721,9 @@ func (d *Driver) batch(ctx context.Context, op, name string, params []driver.Fen
 
 // JobFail implements driver.Driver.
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
+	if err := driver.CheckTime("retry_at", p.RetryAt); err != nil {
+		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
+	}
 	msg := driver.FailureText(p.Error) // text PostgreSQL would refuse fails nothing
 	j, err := d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.StackText(p.Stack),
@@ -757,6 +760,9 @@ func (d *Driver) wakeIfDue(ctx context.Context, j *driver.Job, err error, at tim
 
 // JobSnooze implements driver.Driver.
 func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
+	if err := driver.CheckTime("run_at", p.RunAt); err != nil {
+		return nil, fmt.Errorf("snooze job %d: %w", p.ID, err)
+	}
 	j, err := d.fenced(ctx, d.pool, "snooze", p.FenceParams, driver.ErrLeaseLost, "JobSnooze",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), timeOrNil(p.RunAt), micros(p.Delay))
 	d.wakeIfDue(ctx, j, err, p.RunAt, p.Delay, p.Now)

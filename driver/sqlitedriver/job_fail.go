@@ -16,6 +16,9 @@ import (
 // while !Permanent and executions < max_attempts, else fails it (running →
 // failed with error = Error, event "failed").
 func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
+	if err := driver.CheckTime("retry_at", p.RetryAt); err != nil {
+		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
+	}
 	now := clock(p.Now)
 	msg := driver.FailureText(p.Error) // stored as PostgreSQL stores it
 	entry, err := errorEntry(p.Attempt, now, msg, driver.StackText(p.Stack))
@@ -49,6 +52,9 @@ func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job,
 // JobSnooze moves running → queued at RunAt (now + Delay if zero) and gives the execution back
 // (executions-1), so a snooze does not use up max_attempts.
 func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
+	if err := driver.CheckTime("run_at", p.RunAt); err != nil {
+		return nil, fmt.Errorf("snooze job %d: %w", p.ID, err)
+	}
 	now := clock(p.Now)
 	runAt := p.RunAt
 	if runAt.IsZero() {
