@@ -153,9 +153,16 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	var schema, iso, style string
+	var schema *string
+	var iso, style string
 	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('"+isolationParam+"'), current_setting('DateStyle')").Scan(&schema, &iso, &style); err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	if schema == nil {
+		// current_schema() is NULL when no schema search_path names exists.
+		var path string
+		_ = pool.QueryRow(ctx, "SELECT current_setting('search_path')").Scan(&path)
+		return nil, fmt.Errorf("connect to PostgreSQL: search_path %q names no schema that exists: CREATE SCHEMA it first, or name one that exists", path)
 	}
 	if !isISODateStyle(style) {
 		return nil, &dateStyleError{style}
@@ -168,7 +175,7 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 		// Drover begins itself could ask for its own level.
 		return nil, &isolationError{iso}
 	}
-	d.channel = wakeupChannel(schema)
+	d.channel = wakeupChannel(*schema)
 	return d, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/drover-dev/drover/driver"
@@ -191,5 +192,18 @@ func TestClaimQueuesPastHeldCandidate(t *testing.T) {
 	}
 	if got, want := claim(5), []int64{id(0), id(1)}; !slices.Equal(got, want) {
 		t.Fatalf("claim after the holder let go = %v, want %v", got, want)
+	}
+}
+
+// A search_path that names no schema that exists leaves current_schema() NULL:
+// New said "cannot scan NULL into *string", which does not say what is wrong.
+// It names search_path now, and what to do.
+func TestSearchPathWithoutASchema(t *testing.T) {
+	t.Parallel()
+	testdb.PostgresURL(t) // fails in CI, skips elsewhere, when PostgreSQL is unreachable
+	url := testdb.WithSearchPath(testdb.PostgresBaseURL(), "drover_no_such_schema")
+	_, err := pgdriver.New(context.Background(), url, pgdriver.Options{})
+	if err == nil || !strings.Contains(err.Error(), "search_path") || !strings.Contains(err.Error(), "CREATE SCHEMA") {
+		t.Fatalf("New with a search_path of no existing schema: %v; want an error naming search_path and how to fix it", err)
 	}
 }
