@@ -42,6 +42,13 @@ func TestSchemaAheadIsRefused(t *testing.T) {
 // drover's `migrate up` would.
 func bumpSchemaVersion(t *testing.T, url string) {
 	t.Helper()
+	execVersionTable(t, url, "UPDATE drover_schema_migrations SET version = version + 1")
+}
+
+// execVersionTable runs stmt on the database at url, whose version table both
+// drivers name drover_schema_migrations.
+func execVersionTable(t *testing.T, url, stmt string) {
+	t.Helper()
 	ctx := context.Background()
 	drv, err := drover.Open(ctx, url, nil)
 	if err != nil {
@@ -50,9 +57,9 @@ func bumpSchemaVersion(t *testing.T, url string) {
 	defer drv.Close()
 	switch d := drv.(type) {
 	case *pgdriver.Driver:
-		_, err = d.Pool().Exec(ctx, "UPDATE drover_schema_migrations SET version = version + 1")
+		_, err = d.Pool().Exec(ctx, stmt)
 	case *sqlitedriver.Driver:
-		_, err = d.DB().ExecContext(ctx, "UPDATE drover_schema_migrations SET version = version + 1")
+		_, err = d.DB().ExecContext(ctx, stmt)
 	default:
 		t.Fatalf("unknown driver %T", drv)
 	}
@@ -69,7 +76,8 @@ func bumpSchemaVersion(t *testing.T, url string) {
 // "Fix and force version": drover has no command to force one.
 func TestMigrateUpSaysHowToClearADirtyVersion(t *testing.T) {
 	t.Parallel()
-	for kind, table := range map[string]string{"postgres": "drover_schema_migrations", "sqlite": "drover_schema_migrations"} {
+	const table = "drover_schema_migrations" // both drivers'
+	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			db := testdb.URL(t, kind)
@@ -96,21 +104,5 @@ func TestMigrateUpSaysHowToClearADirtyVersion(t *testing.T) {
 // drover killed half-way leaves it.
 func markDirty(t *testing.T, url string) {
 	t.Helper()
-	ctx := context.Background()
-	drv, err := drover.Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	switch d := drv.(type) {
-	case *pgdriver.Driver:
-		_, err = d.Pool().Exec(ctx, "UPDATE drover_schema_migrations SET dirty = true")
-	case *sqlitedriver.Driver:
-		_, err = d.DB().ExecContext(ctx, "UPDATE drover_schema_migrations SET dirty = 1")
-	default:
-		t.Fatalf("unknown driver %T", drv)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	execVersionTable(t, url, "UPDATE drover_schema_migrations SET dirty = true")
 }

@@ -3,13 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/internal/testdb"
@@ -51,33 +48,14 @@ func TestMigrateStatusCreatesNoSQLiteFile(t *testing.T) {
 // is reported with the version and the statement that clears the mark, in the
 // driver's own version table: drover has no command that would do it.
 func TestMigrateStatusSaysHowToClearADirtyVersion(t *testing.T) {
-	for kind, table := range map[string]string{"postgres": "drover_schema_migrations", "sqlite": "drover_schema_migrations"} {
+	const table = "drover_schema_migrations" // both drivers'
+	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			url := testdb.URL(t, kind)
 			if code, _, stderr := run(t, "--database-url", url, "migrate", "up"); code != 0 {
 				t.Fatalf("migrate up: exit %d: %s", code, stderr)
 			}
-			ctx := context.Background()
-			mark := "UPDATE " + table + " SET dirty = true"
-			if kind == "postgres" {
-				conn, err := pgx.Connect(ctx, url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close(ctx)
-				if _, err := conn.Exec(ctx, mark); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				db, err := sql.Open("sqlite", url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				if _, err := db.ExecContext(ctx, mark); err != nil {
-					t.Fatal(err)
-				}
-			}
+			markDirty(t, url)
 			code, stdout, stderr := run(t, "--database-url", url, "migrate", "status")
 			want := "stopped half-way (an older drover's, or a down migration); make the schema what "
 			if code != 0 || !strings.Contains(stdout, "DIRTY: migration ") || !strings.Contains(stdout, want) ||
