@@ -123,7 +123,15 @@ func (e *Engine) Run(ctx context.Context) {
 	}()
 	for {
 		asked := time.Now()
-		actx, cancel := context.WithTimeout(ctx, interval)
+		// A leader's call ends, at the latest, when its trust does: a call
+		// to a database that stopped answering would otherwise keep the
+		// loops' OnLeader(false) waiting up to a third of the TTL past the
+		// lease, when a successor may lead.
+		timeout := interval
+		if loopsCancel != nil {
+			timeout = max(min(timeout, time.Until(time.Unix(0, e.trustUntilWall.Load()))), 0)
+		}
+		actx, cancel := context.WithTimeout(ctx, timeout)
 		lead, err := e.drv.LeaderAttemptElect(actx, driver.LeaderParams{ID: e.cfg.ID, TTL: e.cfg.LeaderTTL})
 		cancel()
 		switch {

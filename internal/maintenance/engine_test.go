@@ -434,3 +434,54 @@ func TestIsLeaderEndsWithTheTrustedLease(t *testing.T) {
 		})
 	}
 }
+
+// OnLeader(false) comes once the leadership is no longer trusted, within the
+// lease the last election that went through granted, however long the
+// election call under way would take to fail: a call to a database that
+// stopped answering ran for up to a third of the TTL, and OnLeader(false)
+// came after the lease had ended, when a successor may already lead.
+func TestOnLeaderFalseWithinTheTrustedLease(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			const ttl = 3 * time.Second
+			drv := &hungElection{Driver: testdb.Open(t, kind), won: make(chan struct{}, 1)}
+			lost := make(chan time.Time, 1)
+			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: ttl, ReapInterval: time.Hour,
+				ReconcileInterval: time.Hour, Retention: -1, OnLeader: func(lead bool) {
+					if !lead {
+						select {
+						case lost <- time.Now():
+						default:
+						}
+					}
+				}})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); e.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			select {
+			case <-drv.won:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the engine did not become leader")
+			}
+			waitFor(t, "IsLeader", 5*time.Second, e.IsLeader)
+			drv.mu.Lock()
+			drv.hang = true
+			last := drv.last
+			drv.mu.Unlock()
+			select {
+			case at := <-lost:
+				// Trust ends TTL/10 before the lease; half of that is left
+				// for the callback's scheduling.
+				if after := at.Sub(last); after >= ttl-ttl/20 {
+					t.Errorf("OnLeader(false) came %s after the last election that went through, want it before %s (the trust ends at %s, the lease at %s)",
+						after.Round(time.Millisecond), ttl-ttl/20, ttl-ttl/10, ttl)
+				}
+			case <-time.After(2 * ttl):
+				t.Fatal("no OnLeader(false) within two TTLs of the database hanging")
+			}
+		})
+	}
+}
