@@ -49,7 +49,8 @@ type Worker struct {
 
 	mu           sync.Mutex
 	started      bool
-	stopped      bool                    // Stop was called; a later Stop returns at once
+	stopped      bool                    // Stop was called; a later Stop waits for it (stopDone)
+	stopDone     chan struct{}           // closed when the first Stop has stopped the worker
 	cancelClaims context.CancelFunc      // stops claiming and the wake-up subscription
 	cancelJobs   context.CancelCauseFunc // cancels claims under way (hard stop); see hardStop
 	jobsCtx      context.Context         // of claims; ends at the hard stop
@@ -272,13 +273,34 @@ func (w *Worker) Start(ctx context.Context) error {
 // unless it answered Snooze or Permanent, which decide as they always do; one that
 // returns success has its result kept. An abandoned handler's job is retried no
 // sooner than one lease later, as a crashed worker's would be.
+//
+// Stop may be called more than once, and from several goroutines: a later call
+// waits for the stop under way to end, as the first does, and returns nil
+// once it has; if its own ctx ends first, it cancels the running handlers (the
+// hard stop), still waits for the worker to stop, and returns ctx.Err(). It
+// returned nil at once, while handlers still ran and their outcomes were not
+// yet written: a caller that then closed the database lost them.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	if !w.started || w.stopped {
+	if !w.started {
 		w.mu.Unlock()
 		return nil
 	}
+	if w.stopped {
+		done := w.stopDone
+		w.mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			w.hardStop()
+			<-done
+			return ctx.Err()
+		}
+	}
 	w.stopped = true
+	w.stopDone = make(chan struct{})
+	defer close(w.stopDone)
 	w.mu.Unlock()
 	w.draining.Store(true)
 	w.cancelClaims()

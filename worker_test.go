@@ -639,6 +639,72 @@ func TestWorkerStopWaitsForRunningJob(t *testing.T) {
 	})
 }
 
+// Stop called from two goroutines at once (a signal handler and a deferred
+// Stop, say): neither returns before the worker has stopped. The second
+// returned nil at once, with the handler still running and its job still
+// running in the database: a caller that then closed the driver lost the
+// outcome, and the job waited for its lease to expire.
+func TestWorkerConcurrentStopsBothWait(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		ws := drover.NewWorkers()
+		started := make(chan struct{})
+		var returned atomic.Bool
+		drover.Register(ws, "job", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			close(started)
+			<-ctx.Done() // until the hard stop of a Stop whose deadline passed
+			returned.Store(true)
+			return nil, context.Cause(ctx)
+		}, noBackoff)
+		w, err := drover.NewWorker(c, fastWorkerConfig(ws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		id := enqueue(t, c, "job", nil, nil).ID
+		waitChan(t, started, "the handler to start")
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		type stopped struct {
+			err     error
+			early   bool // returned before the handler did
+			running string
+		}
+		results := make(chan stopped, 2)
+		for range 2 {
+			go func() {
+				err := w.Stop(ctx)
+				s := stopped{err: err, early: !returned.Load()}
+				if j, gerr := c.Get(context.Background(), id); gerr != nil || j.Status == drover.StatusRunning || j.Status == drover.StatusClaimed {
+					s.running = fmt.Sprintf("%v %v", gerr, j)
+					if j != nil {
+						s.running = describe(j)
+					}
+				}
+				results <- s
+			}()
+		}
+		for range 2 {
+			r := waitChan(t, results, "Stop to return")
+			if r.early {
+				t.Errorf("a Stop returned (err %v) while the handler was still running", r.err)
+			}
+			if r.running != "" {
+				t.Errorf("a Stop returned (err %v) with the job not yet given back: %s", r.err, r.running)
+			}
+			if !errors.Is(r.err, context.DeadlineExceeded) {
+				t.Errorf("Stop past its deadline: %v, want context.DeadlineExceeded", r.err)
+			}
+		}
+		if err := w.Stop(context.Background()); err != nil {
+			t.Errorf("Stop of a stopped worker: %v, want nil", err)
+		}
+	})
+}
+
 func TestWorkerStopDeadlineRetriesRunningJob(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
