@@ -216,7 +216,34 @@ func (c *Client) Get(ctx context.Context, id int64) (*Job, error) { return c.drv
 
 // List returns jobs matching p, newest first unless p.Ascending.
 func (c *Client) List(ctx context.Context, p ListParams) ([]*Job, error) {
+	if err := checkList(p); err != nil {
+		return nil, err
+	}
 	return c.drv.JobList(ctx, p)
+}
+
+// checkList refuses a filter no job can match, naming it, as the HTTP API
+// does: a misspelt queue ("emails ") listed and purged nothing, which read as
+// an empty queue, and a negative limit or cursor was taken for the default.
+// Empty and zero still mean "any" and "the default".
+func checkList(p ListParams) error {
+	if p.Queue != "" {
+		if err := driver.ValidateName("queue", p.Queue); err != nil {
+			return err
+		}
+	}
+	if p.Kind != "" {
+		if err := driver.ValidateName("kind", p.Kind); err != nil {
+			return err
+		}
+	}
+	if p.Limit < 0 {
+		return driver.Invalid("limit", "%d is negative (0: the default, 100)", p.Limit)
+	}
+	if p.AfterID < 0 {
+		return driver.Invalid("after_id", "%d is negative; no job has such an id (0: from the start)", p.AfterID)
+	}
+	return nil
 }
 
 // Events returns a job's transition log.
@@ -236,9 +263,11 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*Job, error) {
 // newest first: at most limit (0: 100), older than afterID (0: from the newest;
 // the last ID of a page gives the next).
 func (c *Client) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*Job, error) {
-	return c.drv.JobList(ctx, driver.ListParams{
-		Statuses: []lifecycle.Status{lifecycle.StatusFailed}, Queue: queue, AfterID: afterID, Limit: limit,
-	})
+	p := driver.ListParams{Statuses: []lifecycle.Status{lifecycle.StatusFailed}, Queue: queue, AfterID: afterID, Limit: limit}
+	if err := checkList(p); err != nil {
+		return nil, err
+	}
+	return c.drv.JobList(ctx, p)
 }
 
 // DLQRequeue enqueues a new job copying failed job id, with RetryOf = id. The
@@ -250,6 +279,9 @@ func (c *Client) DLQRequeue(ctx context.Context, id int64) (*Job, error) {
 
 // DLQPurge deletes failed jobs, of one queue or ("") all; it returns how many.
 func (c *Client) DLQPurge(ctx context.Context, queue string) (int, error) {
+	if err := checkList(driver.ListParams{Queue: queue}); err != nil {
+		return 0, err
+	}
 	return c.drv.JobDLQPurge(ctx, driver.DLQPurgeParams{Queue: queue})
 }
 

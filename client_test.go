@@ -592,3 +592,38 @@ func TestOpen(t *testing.T) {
 		enqueue(t, c, "k", nil, nil)
 	})
 }
+
+// List, DLQList and DLQPurge refuse a filter no job can match, naming it, as
+// the HTTP API and PauseQueue do: a misspelt queue ("emails ") listed nothing
+// and purged nothing, which read as an empty queue; a negative limit or cursor
+// was taken for the default.
+func TestListFiltersRefusedNamingTheField(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		c := newClient(t, kind, nil)
+		enqueue(t, c, "k", map[string]any{}, nil)
+		_, err := c.List(ctx, drover.ListParams{Queue: "emails "})
+		wantInvalid(t, err, "queue")
+		_, err = c.List(ctx, drover.ListParams{Kind: "no/such"})
+		wantInvalid(t, err, "kind")
+		_, err = c.List(ctx, drover.ListParams{Limit: -1})
+		wantInvalid(t, err, "limit")
+		_, err = c.List(ctx, drover.ListParams{AfterID: -5})
+		wantInvalid(t, err, "after_id")
+		_, err = c.DLQList(ctx, "emails ", 0, 0)
+		wantInvalid(t, err, "queue")
+		_, err = c.DLQList(ctx, "", -1, 0)
+		wantInvalid(t, err, "after_id")
+		_, err = c.DLQList(ctx, "", 0, -1)
+		wantInvalid(t, err, "limit")
+		_, err = c.DLQPurge(ctx, "emails ")
+		wantInvalid(t, err, "queue")
+		// The zero values still mean "every queue", "from the start", "the default page".
+		if jobs, err := c.List(ctx, drover.ListParams{}); err != nil || len(jobs) != 1 {
+			t.Fatalf("List with zero values = %d jobs, %v; want the one job", len(jobs), err)
+		}
+		if n, err := c.DLQPurge(ctx, ""); err != nil || n != 0 {
+			t.Fatalf("DLQPurge of every queue = %d, %v; want 0", n, err)
+		}
+	})
+}

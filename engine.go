@@ -37,6 +37,11 @@ type Engine struct {
 // NewEngine returns an engine over the client's database. An ID that is not
 // one a worker could have (see WorkerConfig.ID) makes Run fail at once.
 func NewEngine(c *Client, cfg *EngineConfig) *Engine {
+	if c == nil {
+		// Refused by Run, as a config at fault is (it panicked here).
+		return &Engine{maintenance.New(nil, maintenance.Config{}),
+			driver.Invalid("client", "is nil: NewEngine needs the Client of the database it maintains"), slog.New(slog.DiscardHandler)}
+	}
 	if cfg == nil {
 		cfg = &EngineConfig{}
 	}

@@ -261,6 +261,18 @@ func TestEngineRefusesABadID(t *testing.T) {
 	})
 }
 
+// NewEngine without a client is refused by Run, naming it; it panicked.
+func TestEngineRefusesANilClient(t *testing.T) {
+	e := drover.NewEngine(nil, nil)
+	var ve *drover.ValidationError
+	if err := e.Run(context.Background()); !errors.As(err, &ve) || ve.Field != "client" {
+		t.Errorf("Run of NewEngine(nil, nil): %v, want a ValidationError on client at once", err)
+	}
+	if e.IsLeader() {
+		t.Error("IsLeader of an engine that never ran: true")
+	}
+}
+
 type snoozeArgs struct {
 	For time.Duration `json:"for"`
 }
