@@ -680,13 +680,21 @@ func (w *Worker) heartbeat(fence driver.FenceParams, end func(cause error, by ti
 			}
 		}
 		sent := time.Now()
-		if !sent.Before(giveUp) {
-			lost()
-			return
-		}
 		callEnd := sent.Add(interval)
 		if giveUp.Before(callEnd) {
 			callEnd = giveUp
+		}
+		if !sent.Before(giveUp) {
+			// A job started late in its lease (its claim's answer held up,
+			// but before runTask's give-back point) is past the give-up
+			// point at its first heartbeat. It was canceled at once, for a
+			// lease no heartbeat had tried to renew, and its execution
+			// spent: it tries one, answered by the give-back point.
+			callEnd = renewed.Add(lease - margin)
+			if !first || !sent.Before(callEnd) {
+				lost()
+				return
+			}
 		}
 		ctx, c := context.WithDeadline(context.Background(), callEnd)
 		cancelRequested, renewedFor, err := w.be.heartbeat(ctx, fence)

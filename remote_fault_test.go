@@ -1,0 +1,289 @@
+package drover_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/internal/testdb"
+	"github.com/drover-dev/drover/server"
+)
+
+// faultKind is what a faultProxy does to one request.
+type faultKind int
+
+const (
+	pass         faultKind = iota
+	dropRequest            // not forwarded; the connection is cut
+	hangRequest            // not forwarded, not answered, until the client leaves
+	dropAnswer             // forwarded and applied; the connection is cut instead of the answer
+	cutBody                // forwarded; half the answer's body, then the connection is cut
+	answerStatus           // not forwarded; answered with status (502, 503)
+	duplicate              // forwarded twice, one after the other; the second's answer is sent
+	delayRequest           // forwarded after delay (the client may leave meanwhile)
+	delayAnswer            // forwarded; its answer held back for delay
+)
+
+type fault struct {
+	kind   faultKind
+	status int
+	delay  time.Duration
+}
+
+// proxyReq is what a rule sees of a request: its path, how many requests of
+// that path came before it (n, from 1), and its body.
+type proxyReq struct {
+	path string
+	n    int
+	body []byte
+}
+
+// faultProxy is a reverse proxy on loopback between a remote worker and a
+// server. rule decides the fault of each request; restartServer swaps the
+// server behind it for a new one over the same database.
+type faultProxy struct {
+	t      *testing.T
+	hs     *httptest.Server
+	tr     *http.Transport
+	target atomic.Pointer[string]
+
+	mu    sync.Mutex
+	rule  func(proxyReq) fault
+	count map[string]int
+	// seen gets every request's proxyReq once its fault is decided (never blocks).
+	seen chan proxyReq
+}
+
+func newFaultProxy(t *testing.T) *faultProxy {
+	p := &faultProxy{t: t, tr: &http.Transport{}, count: map[string]int{}, seen: make(chan proxyReq, 1024)}
+	p.hs = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(func() { p.hs.Close(); p.tr.CloseIdleConnections() })
+	return p
+}
+
+func (p *faultProxy) setRule(rule func(proxyReq) fault) {
+	p.mu.Lock()
+	p.rule = rule
+	p.mu.Unlock()
+}
+
+func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	p.mu.Lock()
+	p.count[r.URL.Path]++
+	pr := proxyReq{path: r.URL.Path, n: p.count[r.URL.Path], body: body}
+	f := fault{}
+	if p.rule != nil {
+		f = p.rule(pr)
+	}
+	p.mu.Unlock()
+	select {
+	case p.seen <- pr:
+	default:
+	}
+	switch f.kind {
+	case dropRequest:
+		panic(http.ErrAbortHandler)
+	case hangRequest:
+		<-r.Context().Done()
+		panic(http.ErrAbortHandler)
+	case answerStatus:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(f.status)
+		_, _ = w.Write([]byte("<html>bad gateway</html>"))
+		return
+	case delayRequest:
+		select {
+		case <-time.After(f.delay):
+		case <-r.Context().Done():
+			panic(http.ErrAbortHandler)
+		}
+	}
+	// The upstream request is not canceled by the client's leaving once it
+	// is sent, as a proxy that has forwarded a body waits for its answer.
+	ctx := context.WithoutCancel(r.Context())
+	forward := func() (int, http.Header, []byte, error) {
+		req, _ := http.NewRequestWithContext(ctx, r.Method, *p.target.Load()+r.URL.RequestURI(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := p.tr.RoundTrip(req)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b, err
+	}
+	if f.kind == duplicate {
+		_, _, _, _ = forward()
+	}
+	status, hdr, out, err := forward()
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("bad gateway: " + err.Error()))
+		return
+	}
+	switch f.kind {
+	case dropAnswer:
+		panic(http.ErrAbortHandler)
+	case delayAnswer:
+		select {
+		case <-time.After(f.delay):
+		case <-r.Context().Done():
+			panic(http.ErrAbortHandler)
+		}
+	}
+	for k, v := range hdr {
+		w.Header()[k] = v
+	}
+	if f.kind == cutBody {
+		w.Header().Del("Content-Length")
+		w.WriteHeader(status)
+		_, _ = w.Write(out[:len(out)/2])
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(out)
+}
+
+// faultEnv is a real server over a real database behind a faultProxy.
+type faultEnv struct {
+	t     *testing.T
+	kind  string
+	dbURL string
+	c     *drover.Client // enqueues and inspects
+	cfg   server.Config
+	proxy *faultProxy
+
+	mu   sync.Mutex
+	stop func() // closes the current server
+}
+
+func newFaultEnv(t *testing.T, kind string, cfg server.Config) *faultEnv {
+	t.Helper()
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = serverLease
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = func(int) time.Duration { return 0 }
+	}
+	e := &faultEnv{t: t, kind: kind, dbURL: testdb.URL(t, kind), cfg: cfg}
+	c, err := drover.NewClient(testdb.OpenURL(t, kind, e.dbURL), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	e.proxy = newFaultProxy(t)
+	e.startServer(c)
+	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.stop()
+	})
+	return e
+}
+
+func (e *faultEnv) url() string { return e.proxy.hs.URL }
+
+func (e *faultEnv) startServer(c *drover.Client) {
+	s := server.New(c, e.cfg)
+	hs := httptest.NewServer(s)
+	u := hs.URL
+	e.proxy.target.Store(&u)
+	e.stop = func() { hs.CloseClientConnections(); hs.Close(); s.Close() }
+}
+
+// restartServer closes the server and starts a new one over the same
+// database, through a client of its own (a new process's).
+func (e *faultEnv) restartServer() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stop()
+	c, err := drover.NewClient(testdb.OpenURL(e.t, e.kind, e.dbURL), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.startServer(c)
+}
+
+// requestID is the request_id of a body, or "".
+func requestID(body []byte) string {
+	var b struct {
+		RequestID string `json:"request_id"`
+	}
+	_ = json.Unmarshal(body, &b)
+	return b.RequestID
+}
+
+// faultName names a fault for a subtest.
+func (f fault) String() string {
+	switch f.kind {
+	case dropRequest:
+		return "drop-request"
+	case dropAnswer:
+		return "drop-answer"
+	case cutBody:
+		return "cut-body"
+	case answerStatus:
+		return http.StatusText(f.status)
+	case duplicate:
+		return "duplicate"
+	case delayAnswer:
+		return "delay-answer"
+	case delayRequest:
+		return "delay-request"
+	case hangRequest:
+		return "hang"
+	}
+	return "pass"
+}
+
+// A claim's answer held up on its way into the last part of its lease, but
+// before its give-back point (half a heartbeat interval before the lease's
+// end): the worker runs it, so it must heartbeat it like any other and let it
+// finish, not cancel it at once for a lease it never tried to renew.
+func TestFaultLateClaimAnswerIsHeartbeated(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := newFaultEnv(t, kind, server.Config{})
+		var held atomic.Bool
+		e.proxy.setRule(func(r proxyReq) fault {
+			if r.path == "/internal/task-claim" && !held.Load() {
+				// The first claim (the job is ready before the worker starts).
+				held.Store(true)
+				return fault{kind: delayAnswer, delay: 1600 * time.Millisecond}
+			}
+			return fault{}
+		})
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runs.Add(1)
+			select {
+			case <-time.After(500 * time.Millisecond):
+				return "paid", nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		})
+		cfg := fastWorkerConfig(ws) // lease 2s, heartbeat 200ms, grace 500ms
+		logs := &logBuffer{}
+		cfg.Logger = logs.logger()
+		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+		startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
+		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Executions != 1 || runs.Load() != 1 {
+			t.Errorf("%s after %d runs; want succeeded, run once (or given back unrun first)\n%s", describe(j), runs.Load(), logs.String())
+		}
+	})
+}
