@@ -30,12 +30,16 @@ const (
 	duplicate              // forwarded twice, one after the other; the second's answer is sent
 	delayRequest           // forwarded after delay (the client may leave meanwhile)
 	delayAnswer            // forwarded; its answer held back for delay
+	holdRequest            // held until hold closes, then forwarded even if the client left
 )
 
 type fault struct {
 	kind   faultKind
 	status int
 	delay  time.Duration
+	hold   <-chan struct{} // holdRequest's
+	// answered, if set, is closed once the server has answered the request.
+	answered chan struct{}
 }
 
 // proxyReq is what a rule sees of a request: its path, how many requests of
@@ -103,6 +107,8 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(f.status)
 		_, _ = w.Write([]byte("<html>bad gateway</html>"))
 		return
+	case holdRequest:
+		<-f.hold // a proxy that forwards what it queued, whether or not its client is still there
 	case delayRequest:
 		select {
 		case <-time.After(f.delay):
@@ -128,6 +134,9 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		_, _, _, _ = forward()
 	}
 	status, hdr, out, err := forward()
+	if f.answered != nil {
+		close(f.answered)
+	}
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)
 		_, _ = w.Write([]byte("bad gateway: " + err.Error()))
@@ -284,6 +293,109 @@ func TestFaultLateClaimAnswerIsHeartbeated(t *testing.T) {
 		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
 		if j.Status != drover.StatusSucceeded || j.Executions != 1 || runs.Load() != 1 {
 			t.Errorf("%s after %d runs; want succeeded, run once (or given back unrun first)\n%s", describe(j), runs.Load(), logs.String())
+		}
+	})
+}
+
+// A claim the worker gave up on (no answer for a long poll and a lease, its
+// resends included) may still reach the server later: a proxy that queued it
+// forwards it whether or not its client is still there. It claimed the next
+// ready job for a worker that had moved on to another request_id, and the job
+// sat running under nobody until its lease expired, when the reaper failed a
+// max_attempts 1 job that never ran. A worker that gives up on a claim now
+// closes its request_id (a collect, as at Stop), so the late copy claims
+// nothing, and the job runs.
+func TestFaultClaimGivenUpOnClaimsNothingLater(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := newFaultEnv(t, kind, server.Config{})
+		runEngine(t, e.c)
+		release := make(chan struct{})
+		late := fault{kind: holdRequest, hold: release, answered: make(chan struct{})}
+		var first atomic.Value // the held claim's request_id
+		movedOn := make(chan struct{}, 1)
+		e.proxy.setRule(func(r proxyReq) fault {
+			if r.path != "/internal/task-claim" {
+				return fault{}
+			}
+			id := requestID(r.body)
+			if first.CompareAndSwap(nil, id) {
+				return late
+			}
+			if id == first.Load() || bytes.Contains(r.body, []byte(`"replay_only"`)) {
+				return fault{} // its resends and a collect of it reach the server
+			}
+			select {
+			case <-late.answered:
+				return fault{}
+			default:
+			}
+			select {
+			case movedOn <- struct{}{}:
+			default:
+			}
+			// Until the held claim has reached the server, the worker's
+			// later claims find it restarting.
+			return fault{kind: answerStatus, status: http.StatusServiceUnavailable}
+		})
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runs.Add(1)
+			return "paid", nil
+		})
+		cfg := fastWorkerConfig(ws) // lease 2s
+		logs := &logBuffer{}
+		cfg.Logger = logs.logger()
+		startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
+		waitChan(t, movedOn, "the worker to give up on its first claim")
+		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		close(release)
+		<-late.answered
+		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || runs.Load() != 1 {
+			t.Errorf("%s after %d runs; want succeeded, run once\n%s", describe(j), runs.Load(), logs.String())
+		}
+	})
+}
+
+// A claim that took a job but whose answer never reached the worker (every
+// resend failed until the worker gave up on it): the worker collects it and
+// gives the job back unrun, where it sat running under nobody until its lease
+// expired and the reaper failed a max_attempts 1 job that never ran.
+func TestFaultClaimGivenUpOnIsGivenBack(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		// The server's lease outlasts the worker's resends (a long poll and
+		// its own 2 s lease, as it knows no server's yet).
+		e := newFaultEnv(t, kind, server.Config{LeaseDuration: 8 * time.Second})
+		runEngine(t, e.c)
+		var first atomic.Value
+		e.proxy.setRule(func(r proxyReq) fault {
+			if r.path != "/internal/task-claim" {
+				return fault{}
+			}
+			id := requestID(r.body)
+			switch {
+			case first.CompareAndSwap(nil, id):
+				return fault{kind: dropAnswer} // claimed; the answer is lost
+			case id == first.Load() && !bytes.Contains(r.body, []byte(`"replay_only"`)):
+				return fault{kind: answerStatus, status: http.StatusBadGateway} // every resend
+			}
+			return fault{}
+		})
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runs.Add(1)
+			return "paid", nil
+		})
+		cfg := fastWorkerConfig(ws) // lease 2s
+		logs := &logBuffer{}
+		cfg.Logger = logs.logger()
+		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
+		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || runs.Load() != 1 || j.Executions != 1 {
+			t.Errorf("%s after %d runs; want succeeded, run once\n%s", describe(j), runs.Load(), logs.String())
 		}
 	})
 }

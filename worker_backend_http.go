@@ -142,10 +142,7 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 			resend = resend && !errors.As(err, &re) && try < claimTries
 		}
 		if !resend {
-			if stopping.Err() != nil && req.RequestID != "" {
-				return b.collect(req, first, err)
-			}
-			return nil, claimLease{}, err
+			return b.giveUp(req, first, stopping, err)
 		}
 		if try == 1 {
 			// Said once: the resends may go on for a long poll and a lease,
@@ -158,10 +155,7 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if stopping.Err() != nil && req.RequestID != "" {
-				return b.collect(req, first, err)
-			}
-			return nil, claimLease{}, err
+			return b.giveUp(req, first, stopping, err)
 		case <-t.C:
 		}
 		wait = min(2*wait, time.Second)
@@ -201,6 +195,31 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 	return jobs, cl, nil
 }
 
+// giveUp ends a claim that got no answer it could use (err). Stopping, it
+// collects the claim (see collect). Not stopping, a claim whose last sending
+// got no answer (err is retryable: the resends ran out of time) is collected
+// too: a sending of it may still be on its way to the server (a proxy that
+// queued it forwards it whether or not the worker is still there), and it
+// claimed the next ready job for a worker that had moved on to another
+// request_id, where it sat running under nobody until its lease expired and
+// the reaper spent an execution on it (a max_attempts 1 job failed unrun).
+// Collected, the request_id is closed, and what a sending of it took is
+// answered; those tasks' leases are counted from the first sending, a long
+// poll and a lease ago, so the worker gives them back unrun (runTask). The
+// claim's error is still answered.
+func (b *httpBackend) giveUp(req claimBody, first time.Time, stopping context.Context, err error) ([]*Job, claimLease, error) {
+	switch {
+	case req.RequestID == "":
+		return nil, claimLease{}, err
+	case stopping.Err() != nil:
+		return b.collect(req, first, err)
+	case retryable(err):
+		jobs, cl, _ := b.collect(req, first, err)
+		return jobs, cl, err
+	}
+	return nil, claimLease{}, err
+}
+
 // collect sends a claim that Stop cut short once more, only to collect
 // (replay_only): the server may have committed it as the worker left, its
 // answer lost. The server does not give back a claim that has a request_id
@@ -232,7 +251,7 @@ func (b *httpBackend) collect(req claimBody, first time.Time, cause error) ([]*J
 		if !retryable(err) || ctx.Err() != nil || unreachable {
 			// A server older than replay_only refuses it (400): its claim,
 			// if committed, waits for its lease as before.
-			b.w.log.Warn("could not collect the claim under way at the stop; the tasks it may have taken wait for their lease",
+			b.w.log.Warn("could not collect the claim given up on; the tasks it may have taken wait for their lease",
 				"request_id", req.RequestID, "err", err)
 			return nil, claimLease{}, cause
 		}
