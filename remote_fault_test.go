@@ -399,3 +399,45 @@ func TestFaultClaimGivenUpOnIsGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// A report whose request is swallowed on its way (a proxy that accepts it and
+// never answers, a stale pooled connection to a server that went away) is
+// sent again within the lease, with its request_id. One such request held the
+// report for its whole deadline, a lease: the result of a handler that had
+// succeeded was dropped ("could not record the result"), the job sat running
+// until the reaper took it, and the handler ran a second time.
+func TestFaultSwallowedReportIsSentAgain(t *testing.T) {
+	for _, outcome := range []string{"succeeded", "failed"} {
+		t.Run(outcome, func(t *testing.T) {
+			forEachKind(t, func(t *testing.T, kind string) {
+				e := newFaultEnv(t, kind, server.Config{})
+				runEngine(t, e.c)
+				var hit atomic.Bool
+				e.proxy.setRule(func(r proxyReq) fault {
+					if r.path == "/internal/task-complete" && hit.CompareAndSwap(false, true) {
+						return fault{kind: hangRequest}
+					}
+					return fault{}
+				})
+				ws := drover.NewWorkers()
+				var runs atomic.Int32
+				drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+					runs.Add(1)
+					if outcome == "failed" {
+						return nil, drover.Permanent(io.ErrUnexpectedEOF)
+					}
+					return "paid", nil
+				})
+				cfg := fastWorkerConfig(ws) // lease 2s
+				logs := &logBuffer{}
+				cfg.Logger = logs.logger()
+				id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+				startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
+				j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
+				if j.Attempt != 1 || runs.Load() != 1 {
+					t.Errorf("%s after %d runs; want it reported at attempt 1, run once\n%s", describe(j), runs.Load(), logs.String())
+				}
+			})
+		})
+	}
+}

@@ -316,10 +316,22 @@ type completeBody struct {
 }
 
 // report sends a task-complete, giving up at deadline, and returns the job's
-// status afterwards.
+// status afterwards. One sending waits for its answer a heartbeat interval
+// of the lease at most, as a heartbeat does: the worker's report loop sends
+// it again (with its request_id, so it is applied once). A sending swallowed
+// on its way (a proxy that never answers, a pooled connection to a server
+// that went away) held the report until its deadline, a lease: the outcome
+// was never recorded, and the reaper ran the job again.
 func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, error) {
 	var resp struct {
 		Status JobStatus `json:"status"`
+	}
+	lease := time.Duration(b.serverLease.Load()) // the server's, which the job's claim said
+	if lease == 0 {
+		lease = b.w.cfg.LeaseDuration
+	}
+	if interval, _ := b.w.heartbeatTiming(lease); time.Now().Add(interval).Before(deadline) {
+		deadline = time.Now().Add(interval)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()

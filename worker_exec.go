@@ -871,6 +871,11 @@ func (x *execution) reportFrom(first error) {
 			return
 		}
 		if time.Now().Add(wait).After(x.deadline) {
+			// A last try in the time left, while there is room for one: a
+			// sending cut short (see httpBackend.report) leaves some.
+			wait = time.Until(x.deadline) / 2
+		}
+		if wait < minInterval {
 			msg := "could not record the result; the job will be retried after its lease expires"
 			if errors.Is(err, errRetryCheck) { // an earlier try may have been applied: the job may be done
 				msg = "could not tell whether the result was recorded; if it was not, the job will be retried after its lease expires"
