@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -316,12 +318,15 @@ type completeBody struct {
 }
 
 // report sends a task-complete, giving up at deadline, and returns the job's
-// status afterwards. One sending waits for its answer a heartbeat interval
-// of the lease at most, as a heartbeat does: the worker's report loop sends
-// it again (with its request_id, so it is applied once). A sending swallowed
-// on its way (a proxy that never answers, a pooled connection to a server
-// that went away) held the report until its deadline, a lease: the outcome
-// was never recorded, and the reaper ran the job again.
+// status afterwards. One sending waits for its answer to begin at most half
+// the time left (and at least a heartbeat interval of the lease), counted
+// from when its request was written: the worker's report loop then sends it
+// again (with its request_id, so it is applied once). A sending swallowed on
+// its way (a proxy that never answers, a pooled connection to a server that
+// went away) held the report until its deadline, a lease: the outcome was
+// never recorded, and the reaper ran the job again. The count starts once
+// the request is written, and stops at the answer's first byte, so a large
+// result on a slow link, or a server slow to take it, is not cut short.
 func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, error) {
 	var resp struct {
 		Status JobStatus `json:"status"`
@@ -330,13 +335,55 @@ func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, 
 	if lease == 0 {
 		lease = b.w.cfg.LeaseDuration
 	}
-	if interval, _ := b.w.heartbeatTiming(lease); time.Now().Add(interval).Before(deadline) {
-		deadline = time.Now().Add(interval)
-	}
+	interval, _ := b.w.heartbeatTiming(lease)
+	wait := max(interval, time.Until(deadline)/2)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	ctx, cut := answerWithin(ctx, wait)
 	err := b.post(ctx, "/internal/task-complete", body, &resp)
+	if cut() && err != nil {
+		err = fmt.Errorf("POST /internal/task-complete: no answer within %s of sending it: %w", wait, err)
+	}
 	return resp.Status, err
+}
+
+// answerWithin returns ctx, canceled if the answer to the request made with it
+// has not begun within d of the request's being written; cut reports whether
+// it was, and stops the count.
+func answerWithin(ctx context.Context, d time.Duration) (_ context.Context, cut func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu       sync.Mutex
+		timer    *time.Timer
+		answered bool
+		fired    atomic.Bool
+	)
+	trace := &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			if timer == nil && !answered {
+				timer = time.AfterFunc(d, func() { fired.Store(true); cancel() })
+			}
+		},
+		GotFirstResponseByte: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			answered = true
+			if timer != nil {
+				timer.Stop()
+			}
+		},
+	}
+	return httptrace.WithClientTrace(ctx, trace), func() bool {
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+		return fired.Load()
+	}
 }
 
 func (b *httpBackend) complete(deadline time.Time, f driver.FenceParams, result json.RawMessage, _ bool) error {
