@@ -157,8 +157,14 @@ func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 		// had 267ms to spare before the give-up point, and a loaded CI machine
 		// once took longer to hand it over (attempt 1 was given back, and the
 		// test's premise failed).
+		// The answer comes 2.6s into the lease: before the give-back point
+		// (3.33s) and before the timeout and grace run out (1.5s + 2s), with
+		// 0.73s to spare (at 2.8s with a 1s timeout it had 0.2s, and a loaded
+		// CI machine took longer: attempt 1 was not run). Counted from the
+		// answer, the handler would be abandoned at 2.6 + 1.5 + 2 = 6.1s,
+		// past the database's cap (1.5 + 4 = 5.5s): the bug this test catches.
 		const lease = 4 * time.Second
-		url := lateFirstClaimServer(t, c, lease, 2800*time.Millisecond) // late, but before the give-up point (3.33s)
+		url := lateFirstClaimServer(t, c, lease, 2600*time.Millisecond)
 		runEngine(t, c)
 		ws := drover.NewWorkers()
 		var w *drover.Worker
@@ -183,7 +189,7 @@ func TestLateAnswersTimeoutCountsFromItsLease(t *testing.T) {
 		w = startRemoteWorker(t, drover.RemoteConfig{URL: url, WaitSeconds: 1}, &drover.WorkerConfig{
 			Workers: ws, LeaseDuration: lease, PollInterval: 50 * time.Millisecond, Queues: map[string]int{drover.DefaultQueue: 2},
 		})
-		enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: time.Second})
+		enqueue(t, c, "charge", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 1500 * time.Millisecond})
 		if s := waitChan(t, starts, "attempt 1 to start"); s.attempt != 1 {
 			t.Fatalf("first start at attempt %d", s.attempt)
 		}
