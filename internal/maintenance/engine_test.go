@@ -396,6 +396,30 @@ func (d *hungElection) LeaderAttemptElect(ctx context.Context, p driver.LeaderPa
 	return lead, err
 }
 
+// leadThenHang runs an engine of cfg (its ID and timings set here) over drv
+// until the test ends, waits for it to lead, and then makes every election
+// hang; it answers the engine and when the last election that went through
+// was asked.
+func leadThenHang(t *testing.T, drv *hungElection, ttl time.Duration, cfg maintenance.Config) (*maintenance.Engine, time.Time) {
+	t.Helper()
+	cfg.ID, cfg.LeaderTTL, cfg.ReapInterval, cfg.ReconcileInterval, cfg.Retention = "e", ttl, time.Hour, time.Hour, -1
+	e := maintenance.New(drv, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-drv.won:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the engine did not become leader")
+	}
+	waitFor(t, "IsLeader", 5*time.Second, e.IsLeader)
+	drv.mu.Lock()
+	defer drv.mu.Unlock()
+	drv.hang = true
+	return e, drv.last
+}
+
 // IsLeader says false once the leadership is no longer trusted, however long
 // the election call under way takes to fail. It answered from the flag the
 // election loop sets, which a hung call (up to a third of the TTL) and the
@@ -408,22 +432,7 @@ func TestIsLeaderEndsWithTheTrustedLease(t *testing.T) {
 			t.Parallel()
 			const ttl = 3 * time.Second
 			drv := &hungElection{Driver: testdb.Open(t, kind), won: make(chan struct{}, 1)}
-			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: ttl, ReapInterval: time.Hour,
-				ReconcileInterval: time.Hour, Retention: -1})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); e.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			select {
-			case <-drv.won:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the engine did not become leader")
-			}
-			waitFor(t, "IsLeader", 5*time.Second, e.IsLeader)
-			drv.mu.Lock()
-			drv.hang = true
-			last := drv.last
-			drv.mu.Unlock()
+			e, last := leadThenHang(t, drv, ttl, maintenance.Config{})
 			// The lease granted by the last election asked for at last ends by
 			// last + ttl; no election has gone through since.
 			time.Sleep(time.Until(last.Add(ttl))) // the point in time the assertion is about
@@ -448,29 +457,14 @@ func TestOnLeaderFalseWithinTheTrustedLease(t *testing.T) {
 			const ttl = 3 * time.Second
 			drv := &hungElection{Driver: testdb.Open(t, kind), won: make(chan struct{}, 1)}
 			lost := make(chan time.Time, 1)
-			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: ttl, ReapInterval: time.Hour,
-				ReconcileInterval: time.Hour, Retention: -1, OnLeader: func(lead bool) {
-					if !lead {
-						select {
-						case lost <- time.Now():
-						default:
-						}
+			_, last := leadThenHang(t, drv, ttl, maintenance.Config{OnLeader: func(lead bool) {
+				if !lead {
+					select {
+					case lost <- time.Now():
+					default:
 					}
-				}})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); e.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			select {
-			case <-drv.won:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the engine did not become leader")
-			}
-			waitFor(t, "IsLeader", 5*time.Second, e.IsLeader)
-			drv.mu.Lock()
-			drv.hang = true
-			last := drv.last
-			drv.mu.Unlock()
+				}
+			}})
 			select {
 			case at := <-lost:
 				// Trust ends TTL/10 before the lease; half of that is left
