@@ -54,6 +54,29 @@ func TestBulkDeletesLetAnotherWriterIn(t *testing.T) {
 			t.Errorf("another connection's enqueues landed %d times during a 30-transaction DLQ purge, want at least 4", landed)
 		}
 	})
+	// The engine's reap pass calls until a call reaps nothing: after a crash
+	// of a fleet, many transactions of up to 1,000 jobs each (~95 ms), and
+	// the other process's heartbeats waited for all of them (past its lease,
+	// or busy_timeout, on a large enough fleet).
+	t.Run("reaper", func(t *testing.T) {
+		t.Parallel()
+		a, b := twoWriters(t)
+		expiredLeases(t, a, 1000)
+		landed := otherWriterDuring(t, b, func() {
+			for {
+				jobs, err := a.JobReapExpired(context.Background(), driver.ReapParams{Limit: 50})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(jobs) == 0 {
+					return
+				}
+			}
+		})
+		if landed < 4 {
+			t.Errorf("another connection's enqueues landed %d times during a 20-transaction reap pass, want at least 4", landed)
+		}
+	})
 }
 
 // twoWriters opens one migrated file twice: two write connections, as two
@@ -82,21 +105,7 @@ func oldJobs(t *testing.T, d *Driver, n int, succeed int) {
 	t.Helper()
 	ctx := context.Background()
 	past := time.Now().Add(-48 * time.Hour)
-	runAt := past.Add(-time.Hour)
-	for done := 0; done < n; done += 1000 {
-		ps := make([]driver.InsertParams, min(1000, n-done))
-		for i := range ps {
-			ps[i] = params("old")
-			ps[i].RunAt, ps[i].MaxAttempts = &runAt, 1
-		}
-		if _, err := d.JobInsertMany(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"old"}, Limit: len(ps), Owner: "w", Start: true,
-			LeaseDuration: time.Minute, Now: &past})
-		if err != nil || len(jobs) != len(ps) {
-			t.Fatalf("claim: %d jobs, %v; want %d", len(jobs), err, len(ps))
-		}
+	for _, jobs := range runningSince(t, d, n, past) {
 		if succeed == 0 {
 			continue // failed by the reap below
 		}
@@ -120,6 +129,39 @@ func oldJobs(t *testing.T, d *Driver, n int, succeed int) {
 			reaped += len(jobs)
 		}
 	}
+}
+
+// expiredLeases leaves n jobs running on one execution of one, whose leases
+// expired two days ago.
+func expiredLeases(t *testing.T, d *Driver, n int) {
+	t.Helper()
+	runningSince(t, d, n, time.Now().Add(-48*time.Hour))
+}
+
+// runningSince enqueues n jobs of one execution each and starts them at past
+// on a lease of a minute, claims of up to 1,000; it answers the claims.
+func runningSince(t *testing.T, d *Driver, n int, past time.Time) [][]*driver.Job {
+	t.Helper()
+	ctx := context.Background()
+	runAt := past.Add(-time.Hour)
+	var claims [][]*driver.Job
+	for done := 0; done < n; done += 1000 {
+		ps := make([]driver.InsertParams, min(1000, n-done))
+		for i := range ps {
+			ps[i] = params("old")
+			ps[i].RunAt, ps[i].MaxAttempts = &runAt, 1
+		}
+		if _, err := d.JobInsertMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"old"}, Limit: len(ps), Owner: "w", Start: true,
+			LeaseDuration: time.Minute, Now: &past})
+		if err != nil || len(jobs) != len(ps) {
+			t.Fatalf("claim: %d jobs, %v; want %d", len(jobs), err, len(ps))
+		}
+		claims = append(claims, jobs)
+	}
+	return claims
 }
 
 // otherWriterDuring enqueues through b, one job a transaction 2 ms apart,

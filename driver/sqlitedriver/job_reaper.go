@@ -27,9 +27,13 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 	if limit <= 0 {
 		limit = 1000
 	}
-	now := clock(p.Now)
 	reaped := []*driver.Job{}
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
+	// Paced as retention is (bulkTx): after a crash of many workers the
+	// engine's pass is transaction after transaction of up to Limit jobs
+	// (~95 ms for 1,000), and another process's heartbeats and claims
+	// waited in the busy handler for all of them, past busy_timeout.
+	err := d.bulkTx(ctx, func(tx *sql.Tx) error {
+		now := clock(p.Now) // read once the write lock is held
 		expired, err := queryJobs(ctx, tx, queries.Get("ReapCandidates"), sql.Named("now", micros(now)), sql.Named("limit", limit))
 		if err != nil {
 			return fmt.Errorf("reap: select expired leases: %w", err)
