@@ -24,9 +24,21 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 		limit = 1000
 	}
 	// Due lease rows whose jobs all finished would crowd out the ones with an
-	// expired job: tidy them first.
-	if _, err := d.pool.Exec(ctx, queries.Get("LeaseTidy"), nowArg(p.Now), leaseTidyRows); err != nil {
-		return nil, fmt.Errorf("reap expired leases: tidy the lease rows: %w", err)
+	// expired job: tidy them first, all of them. A batch that tidies every row
+	// it read may be followed by more such rows; one that leaves some leaves
+	// rows with an expired job, which come before the rest and which the reap
+	// below reads. One batch a call left the reap reading only finished
+	// claims' rows behind more than 1,100 of them, answering none, and the
+	// engine's pass ended there: an expired job waited a pass per 1,000 rows
+	// due before its own, for ever while claims came faster than that.
+	for {
+		var tidied int
+		if err := d.pool.QueryRow(ctx, queries.Get("LeaseTidy"), nowArg(p.Now), leaseTidyRows).Scan(&tidied); err != nil {
+			return nil, fmt.Errorf("reap expired leases: tidy the lease rows: %w", err)
+		}
+		if tidied < leaseTidyRows {
+			break
+		}
 	}
 	rows, err := d.pool.Query(ctx, queries.Get("JobReapExpired"), limit, nowArg(p.Now))
 	if err != nil {

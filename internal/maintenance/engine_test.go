@@ -479,3 +479,99 @@ func TestOnLeaderFalseWithinTheTrustedLease(t *testing.T) {
 		})
 	}
 }
+
+// passCounter passes the reaper's calls through and signals the end of each
+// pass: a call that reaps nothing.
+type passCounter struct {
+	driver.Driver
+	passEnd chan struct{}
+}
+
+func (d *passCounter) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*driver.Job, error) {
+	jobs, err := d.Driver.JobReapExpired(ctx, p)
+	if err == nil && len(jobs) == 0 {
+		select {
+		case d.passEnd <- struct{}{}:
+		default:
+		}
+	}
+	return jobs, err
+}
+
+// A reap pass reaches an expired lease however many claims whose jobs all
+// finished became due before it. On PostgreSQL every claim writes a
+// drover_leases row, and a call tidied 1,000 such rows and then read the next
+// 100 due rows for expired jobs: behind more than 1,100 finished single-job
+// claims (a second of claims at that rate), it read only finished ones,
+// reaped nothing, and the pass ended. A job lost to a crashed worker waited a
+// pass per 1,000 such claims, for ever while claims came faster than that.
+func TestReapPassReachesALeaseBehindFinishedClaims(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			drv := &passCounter{Driver: testdb.Open(t, kind), passEnd: make(chan struct{}, 1)}
+			const n = 1200
+			past := time.Now().Add(-time.Hour)
+			runAt := past.Add(-time.Hour)
+			params := make([]driver.InsertParams, n)
+			for i := range params {
+				params[i] = driver.InsertParams{Kind: "k", Queue: "done", Args: []byte(`{}`), MaxAttempts: 3, RunAt: &runAt}
+			}
+			params = append(params, driver.InsertParams{Kind: "k", Queue: "lost", Args: []byte(`{}`), MaxAttempts: 3, RunAt: &runAt})
+			if _, err := drv.JobInsertMany(ctx, params); err != nil {
+				t.Fatal(err)
+			}
+			// An hour ago, n claims of one job each, for a minute, and every
+			// job completed.
+			done := make([]driver.CompleteParams, 0, n)
+			for i := range n {
+				jobs, err := drv.JobClaim(ctx, driver.ClaimParams{Queues: []string{"done"}, Limit: 1, Owner: "w",
+					LeaseDuration: time.Minute, Start: true, Now: &past})
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("claim %d: %v, %v", i, jobs, err)
+				}
+				j := jobs[0]
+				done = append(done, driver.CompleteParams{FenceParams: driver.FenceParams{ID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, Now: &past}})
+			}
+			for len(done) > 0 {
+				chunk := done[:min(len(done), 500)]
+				done = done[len(chunk):]
+				for _, err := range drv.JobCompleteManyErrs(ctx, chunk) {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// A second later, a job whose worker died: its lease expired
+			// after all of theirs.
+			later := past.Add(time.Second)
+			lost, err := drv.JobClaim(ctx, driver.ClaimParams{Queues: []string{"lost"}, Limit: 1, Owner: "dead",
+				LeaseDuration: time.Minute, Start: true, Now: &later})
+			if err != nil || len(lost) != 1 {
+				t.Fatalf("claim the lost job: %v, %v", lost, err)
+			}
+			// One pass: the next is an hour away.
+			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 10 * time.Second, ReapInterval: time.Hour,
+				ReconcileInterval: time.Hour, Retention: -1})
+			rctx, cancel := context.WithCancel(ctx)
+			ended := make(chan struct{})
+			go func() { defer close(ended); e.Run(rctx) }()
+			t.Cleanup(func() { cancel(); <-ended })
+			select {
+			case <-drv.passEnd:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no reap pass ended within 20s")
+			}
+			j, err := drv.JobGet(ctx, lost[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Status != lifecycle.StatusQueued {
+				t.Errorf("after a reap pass, the job whose lease expired an hour ago is %s (attempt %d, lease until %v), want queued; %d finished claims' leases were due before it",
+					j.Status, j.Attempt, j.LeaseExpiresAt, n)
+			}
+		})
+	}
+}
