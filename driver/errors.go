@@ -105,25 +105,53 @@ func ClaimRequestInLog(requestID string) error {
 	return Invalid("request_id", "%q is in the log of a job this claim would take, from another call; a claim needs a request_id of its own", requestID)
 }
 
-// CheckRepeat decides whether a call whose request_id the job's log already
-// holds, in an event of type logged written at attempt usedBy, repeats that
-// call (nil: it is answered, and nothing changes) or is a new call that reused
-// the request_id (a ValidationError naming request_id: refused, and nothing
-// changes). A repeat is a call of the same kind, one of ops, whose transitions
-// log that event type, and, for a lease holder's call (attempt > 0), of the
-// same attempt. A completion that reused its claim's request_id was answered
-// as a repeat of the claim and never applied.
-func CheckRepeat(requestID string, jobID int64, logged string, usedBy int, ops []lifecycle.Op, attempt int) error {
+// CheckRepeat decides whether a call whose request_id the log of job j (as
+// it is now) already holds, in an event of type logged written at attempt
+// usedBy, repeats that call (nil: it is answered, and nothing changes) or is a
+// new call that reused the request_id (a ValidationError naming request_id:
+// refused, and nothing changes). A repeat is a call of the same kind, one of
+// ops, whose transitions log that event type, and, for a lease holder's call
+// (attempt > 0), of the same attempt. A completion that reused its claim's
+// request_id was answered as a repeat of the claim and never applied.
+//
+// A fail asks for an outcome (FailOps): a permanent one for failed alone, one
+// that leaves the retry to the server for whichever the server decides. So a
+// permanent fail does not repeat a fail the server retried (its caller was
+// told the job failed while it was queued to run again), and a fail that
+// leaves the retry to the server repeats a failed event only if the job's
+// attempts were spent: with attempts left the server would have retried it,
+// and the event is a permanent fail's. (A failed job never changes again, so
+// its executions and max_attempts are those the fail saw.)
+func CheckRepeat(requestID string, j *Job, logged string, usedBy int, ops []lifecycle.Op, attempt int) error {
 	if attempt > 0 && usedBy != attempt {
-		return RequestReused(requestID, jobID, usedBy, attempt)
+		return RequestReused(requestID, j.ID, usedBy, attempt)
 	}
 	for _, t := range lifecycle.Transitions {
-		if string(t.Event) == logged && slices.Contains(ops, t.Op) {
-			return nil
+		if string(t.Event) != logged || !slices.Contains(ops, t.Op) {
+			continue
 		}
+		if t.Op == lifecycle.OpFail && slices.Contains(ops, lifecycle.OpRetry) && j.Executions < j.MaxAttempts {
+			return Invalid("request_id", "%q was used by a permanent fail of job %d (attempt %d, with %d of %d attempts used); "+
+				"a fail that leaves the retry to the server needs a request_id of its own", requestID, j.ID, usedBy, j.Executions, j.MaxAttempts)
+		}
+		return nil
+	}
+	call := string(ops[0])
+	if len(ops) == 1 && ops[0] == lifecycle.OpFail {
+		call = "permanent fail"
 	}
 	return Invalid("request_id", "%q was used by another call on job %d (its %s event); a %s needs a request_id of its own",
-		requestID, jobID, logged, ops[0])
+		requestID, j.ID, logged, call)
+}
+
+// FailOps is what a fail asks for, to tell its repeat (CheckRepeat): a
+// permanent fail fails the job; any other leaves the retry to the server,
+// which retries it while attempts last and fails it after.
+func FailOps(permanent bool) []lifecycle.Op {
+	if permanent {
+		return []lifecycle.Op{lifecycle.OpFail}
+	}
+	return []lifecycle.Op{lifecycle.OpRetry, lifecycle.OpFail}
 }
 
 // Refused is how every driver words a call the job's state refused (err is

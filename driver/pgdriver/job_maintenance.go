@@ -126,7 +126,7 @@ func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (
 			return err
 		}
 		if !failed { // diagnose tells a missing job from one in another status
-			_, err := d.diagnose(ctx, tx, "DLQ requeue", p.ID, "", 0, driver.ErrInvalidTransition)
+			_, err := d.diagnose(ctx, tx, callOf("DLQ requeue"), p.ID, "", 0, driver.ErrInvalidTransition)
 			if errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrInvalidTransition) {
 				refused = err
 			}

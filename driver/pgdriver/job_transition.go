@@ -400,13 +400,13 @@ func (d *Driver) claimCandidates(ctx context.Context, db claimDB, queues []strin
 
 // JobStart implements driver.Driver.
 func (d *Driver) JobStart(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
-	return d.fenced(ctx, d.pool, "start", p, driver.ErrLeaseLost, "JobStart",
+	return d.fenced(ctx, d.pool, callOf("start"), p, driver.ErrLeaseLost, "JobStart",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(p.LeaseDuration))
 }
 
 // JobUnclaim implements driver.Driver.
 func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.Job, error) {
-	j, err := d.fenced(ctx, d.pool, "unclaim", p, driver.ErrLeaseLost, "JobUnclaim",
+	j, err := d.fenced(ctx, d.pool, callOf("unclaim"), p, driver.ErrLeaseLost, "JobUnclaim",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now))
 	if err == nil && !j.Replayed {
 		_ = d.WakeupPublish(ctx, []string{j.Queue})
@@ -428,14 +428,14 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 		return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 	}
 	if p.RequestID != "" {
-		if j, err := d.replay(ctx, d.pool, "heartbeat", p.ID, p.RequestID, p.Attempt); err != nil || j != nil {
+		if j, err := d.replay(ctx, d.pool, callOf("heartbeat"), p.ID, p.RequestID, p.Attempt); err != nil || j != nil {
 			if err != nil {
 				return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 			}
 			return driver.HeartbeatReplay(j, p.FenceParams)
 		}
 	}
-	j, err := d.fenced(ctx, d.pool, "heartbeat", p.FenceParams, driver.ErrLeaseLost, "JobHeartbeat",
+	j, err := d.fenced(ctx, d.pool, callOf("heartbeat"), p.FenceParams, driver.ErrLeaseLost, "JobHeartbeat",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(leaseOr(p.LeaseDuration)))
 	if errors.Is(err, driver.ErrLeaseLost) {
 		// Canceled during this attempt: tell the holder to stop rather than that it lost.
@@ -465,7 +465,7 @@ func (d *Driver) JobComplete(ctx context.Context, p driver.CompleteParams) (*dri
 	if err := driver.CheckResult(p.Result); err != nil {
 		return nil, fmt.Errorf("complete job %d: %w", p.ID, err)
 	}
-	return d.fenced(ctx, d.pool, "complete", p.FenceParams, driver.ErrLeaseLost, "JobComplete", completeArgs(p)...)
+	return d.fenced(ctx, d.pool, callOf("complete"), p.FenceParams, driver.ErrLeaseLost, "JobComplete", completeArgs(p)...)
 }
 
 func completeArgs(p driver.CompleteParams) []any {
@@ -631,7 +631,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			out[i].Job, out[i].Err = d.JobComplete(ctx, p)
 			continue
 		}
-		out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, "complete", p.ID, p.RequestID, p.Attempt, driver.ErrLeaseLost)
+		out[i].Job, out[i].Err = d.diagnose(ctx, d.pool, callOf("complete"), p.ID, p.RequestID, p.Attempt, driver.ErrLeaseLost)
 	}
 	return out
 }
@@ -649,7 +649,7 @@ func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) 
 		}
 		args[i] = []any{p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(p.LeaseDuration)}
 	}
-	return d.batch(ctx, "start", "JobStart", params, args, out)
+	return d.batch(ctx, callOf("start"), "JobStart", params, args, out)
 }
 
 // batch runs one fenced statement per job in one transaction and one round trip.
@@ -658,7 +658,7 @@ func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) 
 // an error (refused before the batch) is not sent. Any other error loses the
 // transaction, with the statements that ran before it, and is the outcome of
 // every job not refused before.
-func (d *Driver) batch(ctx context.Context, op, name string, params []driver.FenceParams, args [][]any, out []driver.JobOutcome) []driver.JobOutcome {
+func (d *Driver) batch(ctx context.Context, op call, name string, params []driver.FenceParams, args [][]any, out []driver.JobOutcome) []driver.JobOutcome {
 	fail := func(err error) []driver.JobOutcome {
 		for i := range out {
 			if out[i].Err == nil { // a job answered so far is rolled back too
@@ -725,7 +725,7 @@ func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job,
 		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
 	}
 	msg := driver.FailureText(p.Error) // text PostgreSQL would refuse fails nothing
-	j, err := d.fenced(ctx, d.pool, "fail", p.FenceParams, driver.ErrLeaseLost, "JobFail",
+	j, err := d.fenced(ctx, d.pool, call{"fail", driver.FailOps(p.Permanent)}, p.FenceParams, driver.ErrLeaseLost, "JobFail",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), msg, p.Permanent, timeOrNil(p.RetryAt), driver.StackText(p.Stack),
 		micros(p.RetryDelay))
 	d.wakeIfDue(ctx, j, err, p.RetryAt, p.RetryDelay, p.Now)
@@ -763,7 +763,7 @@ func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.
 	if err := driver.CheckTime("run_at", p.RunAt); err != nil {
 		return nil, fmt.Errorf("snooze job %d: %w", p.ID, err)
 	}
-	j, err := d.fenced(ctx, d.pool, "snooze", p.FenceParams, driver.ErrLeaseLost, "JobSnooze",
+	j, err := d.fenced(ctx, d.pool, callOf("snooze"), p.FenceParams, driver.ErrLeaseLost, "JobSnooze",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), timeOrNil(p.RunAt), micros(p.Delay))
 	d.wakeIfDue(ctx, j, err, p.RunAt, p.Delay, p.Now)
 	return j, err
@@ -805,14 +805,14 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 			break
 		}
 	}
-	return d.diagnose(ctx, d.pool, "cancel", p.ID, p.RequestID, 0, driver.ErrInvalidTransition)
+	return d.diagnose(ctx, d.pool, callOf("cancel"), p.ID, p.RequestID, 0, driver.ErrInvalidTransition)
 }
 
 // cancelRounds bounds how often JobCancel runs its statement for one call.
 const cancelRounds = 5
 
 // fenced runs a guarded transition and, when its guard matched nothing, works out why.
-func (d *Driver) fenced(ctx context.Context, q dbtx, op string, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {
+func (d *Driver) fenced(ctx context.Context, q dbtx, op call, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {
 	if err := driver.CheckText("request_id", p.RequestID); err != nil {
 		// Refused as SQLite's driver refuses it, before PostgreSQL errs on it.
 		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
@@ -859,7 +859,7 @@ func isRequestRepeat(err error) bool {
 
 // diagnose explains a guard that matched nothing: a repeated request_id answers
 // with the job as it is; a missing job is ErrNotFound; anything else is otherwise.
-func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requestID string, attempt int, otherwise error) (*driver.Job, error) {
+func (d *Driver) diagnose(ctx context.Context, q dbtx, op call, id int64, requestID string, attempt int, otherwise error) (*driver.Job, error) {
 	if requestID != "" {
 		j, err := d.replay(ctx, q, op, id, requestID, attempt)
 		if err != nil {
@@ -873,7 +873,7 @@ func (d *Driver) diagnose(ctx context.Context, q dbtx, op string, id int64, requ
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 	}
-	return nil, driver.Refused(op, id, status, attempt, otherwise)
+	return nil, driver.Refused(op.verb, id, status, attempt, otherwise)
 }
 
 // jobStatus reads a job's status and attempt; ErrNotFound if there is no job.
@@ -888,10 +888,10 @@ func (d *Driver) jobStatus(ctx context.Context, q dbtx, id int64) (lifecycle.Sta
 }
 
 // replay returns the job if its log already holds requestID, else nil. Only a
-// call of the same kind (op) is a repeat, and a lease holder's call (attempt >
-// 0) only at the attempt that logged requestID; any other is refused
-// (driver.CheckRepeat).
-func (d *Driver) replay(ctx context.Context, q dbtx, op string, id int64, requestID string, attempt int) (*driver.Job, error) {
+// call of the same kind (op's ops) is a repeat, and a lease holder's call
+// (attempt > 0) only at the attempt that logged requestID; any other is
+// refused (driver.CheckRepeat).
+func (d *Driver) replay(ctx context.Context, q dbtx, op call, id int64, requestID string, attempt int) (*driver.Job, error) {
 	var usedBy int
 	var logged string
 	err := q.QueryRow(ctx, queries.Get("EventSeen"), requestID, id).Scan(&usedBy, &logged)
@@ -899,9 +899,6 @@ func (d *Driver) replay(ctx context.Context, q dbtx, op string, id int64, reques
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	if err := driver.CheckRepeat(requestID, id, logged, usedBy, opsOf(op), attempt); err != nil {
 		return nil, err
 	}
 	rows, err := q.Query(ctx, queries.Get("JobGet"), id)
@@ -912,18 +909,25 @@ func (d *Driver) replay(ctx context.Context, q dbtx, op string, id int64, reques
 	if err != nil || j == nil {
 		return nil, err
 	}
+	if err := driver.CheckRepeat(requestID, j, logged, usedBy, op.ops, attempt); err != nil {
+		return nil, err
+	}
 	j.Replayed = true
 	return j, nil
 }
 
-// opsOf is the lifecycle operations a call named op (as fenced and diagnose
-// name them) performs.
-func opsOf(op string) []lifecycle.Op {
-	if op == "fail" {
-		return []lifecycle.Op{lifecycle.OpRetry, lifecycle.OpFail}
-	}
-	return []lifecycle.Op{lifecycle.Op(op)}
+// call names a transition call: verb for its errors, and ops, what it asks
+// for, to tell a repeat of it from another call that reused its request_id
+// (driver.CheckRepeat).
+type call struct {
+	verb string
+	ops  []lifecycle.Op
 }
+
+// callOf is the call named verb that performs the lifecycle operation of that name.
+func callOf(verb string) call { return call{verb, []lifecycle.Op{lifecycle.Op(verb)}} }
+
+func (c call) String() string { return c.verb }
 
 // timeOrNil sends a zero time as NULL, so the statement falls back to a delay.
 func timeOrNil(t time.Time) any {

@@ -46,13 +46,14 @@ func appendEvent(ctx context.Context, tx *sql.Tx, op lifecycle.Op, from lifecycl
 	return nil
 }
 
-// requestSeen reports whether job jobID's log holds requestID. Only a call of
-// the same kind (one of ops) is a repeat, and a lease holder's call (attempt >
-// 0) only at the attempt that logged requestID; any other is refused
-// (driver.CheckRepeat).
-func requestSeen(ctx context.Context, q querier, jobID int64, requestID string, ops []lifecycle.Op, attempt int) (bool, error) {
+// requestSeen returns job jobID as job reads it if its log holds requestID,
+// else nil. Only a call of the same kind (one of ops) is a repeat, and a lease
+// holder's call (attempt > 0) only at the attempt that logged requestID; any
+// other is refused (driver.CheckRepeat, which judges a fail by the job).
+func requestSeen(ctx context.Context, q querier, jobID int64, requestID string, ops []lifecycle.Op, attempt int,
+	job func() (*driver.Job, error)) (*driver.Job, error) {
 	if requestID == "" {
-		return false, nil
+		return nil, nil
 	}
 	var usedBy int
 	var logged string
@@ -60,14 +61,18 @@ func requestSeen(ctx context.Context, q querier, jobID int64, requestID string, 
 		sql.Named("request_id", requestID), sql.Named("job_id", jobID)).Scan(&usedBy, &logged)
 	switch {
 	case err == sql.ErrNoRows:
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, fmt.Errorf("job %d: look up request_id: %w", jobID, err)
+		return nil, fmt.Errorf("job %d: look up request_id: %w", jobID, err)
 	}
-	if err := driver.CheckRepeat(requestID, jobID, logged, usedBy, ops, attempt); err != nil {
-		return false, err
+	j, err := job()
+	if err != nil {
+		return nil, err
 	}
-	return true, nil
+	if err := driver.CheckRepeat(requestID, j, logged, usedBy, ops, attempt); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // JobEvents returns the job's events ordered by seq; ErrNotFound if the job does

@@ -36,13 +36,10 @@ func applyFenced(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fenced
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err)
 	}
-	if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, f.ops, p.Attempt); err != nil {
+	load := func() (*driver.Job, error) { return mustGetJob(ctx, tx, f.verb, p.ID) }
+	if before, err := requestSeen(ctx, tx, p.ID, p.RequestID, f.ops, p.Attempt, load); err != nil {
 		return nil, err
-	} else if seen {
-		before, err := mustGetJob(ctx, tx, f.verb, p.ID)
-		if err != nil {
-			return nil, err
-		}
+	} else if before != nil {
 		before.Replayed = true
 		return before, nil
 	}
@@ -162,9 +159,10 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 			return err
 		}
 		canceled := before.Status == lifecycle.StatusCanceled && before.Attempt == p.Attempt
-		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpHeartbeat}, p.Attempt); err != nil {
+		known := func() (*driver.Job, error) { return before, nil }
+		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpHeartbeat}, p.Attempt, known); err != nil {
 			return err
-		} else if seen {
+		} else if seen != nil {
 			res, err = driver.HeartbeatReplay(before, p.FenceParams)
 			return err
 		}

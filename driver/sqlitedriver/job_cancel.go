@@ -28,9 +28,10 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 			return err
 		}
 		// An operator's call: a repeat at any attempt.
-		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpCancel}, 0); err != nil {
+		known := func() (*driver.Job, error) { return before, nil }
+		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpCancel}, 0, known); err != nil {
 			return err
-		} else if seen {
+		} else if seen != nil {
 			before.Replayed = true
 			j = before
 			return nil

@@ -32,7 +32,7 @@ func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job,
 	j, err := d.fence(ctx, p.FenceParams, fenced{
 		verb:  "fail",
 		query: "JobFail",
-		ops:   []lifecycle.Op{lifecycle.OpRetry, lifecycle.OpFail},
+		ops:   driver.FailOps(p.Permanent),
 		args: []any{
 			sql.Named("permanent", p.Permanent),
 			sql.Named("retry_at", micros(retryAt)),
