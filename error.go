@@ -18,6 +18,9 @@ var (
 	ErrSchemaAhead = driver.ErrSchemaAhead
 	// ErrSchemaDirty: MigrateUp found the schema's version marked dirty.
 	ErrSchemaDirty = driver.ErrSchemaDirty
+	// ErrRequestReused: a call's request_id was another call's; it was
+	// refused and changed nothing (it also matches ErrInvalidArgument).
+	ErrRequestReused = driver.ErrRequestReused
 )
 
 // ValidationError names the rejected field and the reason.

@@ -36,7 +36,9 @@ var ErrUnauthorized = errors.New("not authorized by the server; check the token"
 
 // RemoteError is a non-2xx answer of a Drover server, with the server's code and
 // message. errors.Is matches ErrLeaseLost for 409, ErrNotFound for 404,
-// ErrUnauthorized for 401 and 403, and ErrInvalidArgument for 400.
+// ErrUnauthorized for 401 and 403, and ErrInvalidArgument for 400; a 409 with
+// code "conflict" (a request_id another call used) matches ErrRequestReused
+// and ErrInvalidArgument, not ErrLeaseLost: the lease may well hold.
 type RemoteError struct {
 	Method, Path string
 	Status       int    // HTTP status
@@ -48,19 +50,26 @@ func (e *RemoteError) Error() string {
 	return fmt.Sprintf("%s %s: server answered %d %s: %s", e.Method, e.Path, e.Status, e.Code, e.Message)
 }
 
-func (e *RemoteError) Unwrap() error {
+func (e *RemoteError) Unwrap() []error {
 	switch e.Status {
 	case http.StatusConflict:
-		return ErrLeaseLost
+		if e.Code == codeConflict {
+			return []error{ErrInvalidArgument, ErrRequestReused}
+		}
+		return []error{ErrLeaseLost}
 	case http.StatusNotFound:
-		return ErrNotFound
+		return []error{ErrNotFound}
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return ErrUnauthorized
+		return []error{ErrUnauthorized}
 	case http.StatusBadRequest:
-		return ErrInvalidArgument
+		return []error{ErrInvalidArgument}
 	}
 	return nil
 }
+
+// codeConflict is the server's code of a 409 for a request_id another call
+// used (server.CodeConflict; the server imports this package).
+const codeConflict = "conflict"
 
 // NewRemoteWorker returns a Worker that needs no database: it claims, heartbeats
 // and reports through a Drover server's worker protocol (/internal/task-claim,

@@ -165,6 +165,12 @@ func TestRemoteErrorMatchesSentinels(t *testing.T) {
 			t.Errorf("errors.Is(RemoteError{Status: %d}, %v) = false, want true", tc.status, tc.want)
 		}
 	}
+	// A request_id another call used: refused, but no lost lease.
+	reused := error(&drover.RemoteError{Method: "POST", Path: "/x", Status: 409, Code: "conflict", Message: "invalid request_id: …"})
+	if !errors.Is(reused, drover.ErrRequestReused) || !errors.Is(reused, drover.ErrInvalidArgument) || errors.Is(reused, drover.ErrLeaseLost) {
+		t.Errorf("RemoteError{Status: 409, Code: conflict}: ErrRequestReused %v, ErrInvalidArgument %v, ErrLeaseLost %v; want true, true, false",
+			errors.Is(reused, drover.ErrRequestReused), errors.Is(reused, drover.ErrInvalidArgument), errors.Is(reused, drover.ErrLeaseLost))
+	}
 	err := error(&drover.RemoteError{Method: "POST", Path: "/x", Status: 422, Code: "invalid_transition", Message: "no"})
 	for _, s := range []error{drover.ErrLeaseLost, drover.ErrNotFound, drover.ErrUnauthorized, drover.ErrInvalidArgument} {
 		if errors.Is(err, s) {

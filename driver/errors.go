@@ -32,6 +32,13 @@ var (
 	// migrated and cleared in three transactions, or a down migration). Nothing
 	// was migrated; SchemaDirtyError says how to clear the mark.
 	ErrSchemaDirty = errors.New("database schema is marked dirty")
+	// ErrRequestReused: the call carries a request_id the job's log (or a
+	// claim) holds from another call: another job's attempt, another kind of
+	// call, or another outcome than the one stored. It is no repeat of that
+	// call, and was refused: nothing changed. Always a *ValidationError on
+	// request_id with Conflict set, so errors.Is matches ErrInvalidArgument
+	// too; the HTTP server answers it 409 (code "conflict").
+	ErrRequestReused = errors.New("request_id used by another call")
 )
 
 // SchemaDirtyError is ErrSchemaDirty for one version: it names the statement
@@ -62,12 +69,21 @@ type ValidationError struct {
 	Field    string
 	Reason   string
 	TooLarge bool // the value exceeds a size limit (HTTP 413 rather than 400)
+	// Conflict: the value is well-formed but another call holds it (a
+	// request_id another call used: ErrRequestReused; HTTP 409 rather than 400).
+	Conflict bool
 }
 
 func (e *ValidationError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
 
-// Unwrap makes errors.Is(err, ErrInvalidArgument) true.
-func (e *ValidationError) Unwrap() error { return ErrInvalidArgument }
+// Unwrap makes errors.Is(err, ErrInvalidArgument) true, and with Conflict
+// errors.Is(err, ErrRequestReused) too.
+func (e *ValidationError) Unwrap() []error {
+	if e.Conflict {
+		return []error{ErrInvalidArgument, ErrRequestReused}
+	}
+	return []error{ErrInvalidArgument}
+}
 
 // Invalid returns a *ValidationError.
 func Invalid(field, format string, a ...any) error {
@@ -81,12 +97,17 @@ func IsNilPointer(v any) bool {
 	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
+// requestReused is ErrRequestReused for requestID, with why.
+func requestReused(format string, a ...any) error {
+	return &ValidationError{Field: "request_id", Reason: fmt.Sprintf(format, a...), Conflict: true}
+}
+
 // RequestReused is the error of a lease holder's call whose request_id the job's
 // log holds from another attempt of the job. A repeat of a call is a call of the
 // same attempt, so this is a new call that reused an old request_id: it is
 // refused, and nothing changes.
 func RequestReused(requestID string, jobID int64, usedBy, attempt int) error {
-	return Invalid("request_id", "%q was used by attempt %d of job %d; a call of attempt %d needs a request_id of its own",
+	return requestReused("%q was used by attempt %d of job %d; a call of attempt %d needs a request_id of its own",
 		requestID, usedBy, jobID, attempt)
 }
 
@@ -95,14 +116,14 @@ func RequestReused(requestID string, jobID int64, usedBy, attempt int) error {
 // Answered as a repeat, the other worker's claims came back empty while jobs
 // were ready.
 func ClaimRequestReused(requestID, usedBy string) error {
-	return Invalid("request_id", "%q was used by a claim of %s; a claim needs a request_id of its own", requestID, usedBy)
+	return requestReused("%q was used by a claim of %s; a claim needs a request_id of its own", requestID, usedBy)
 }
 
 // ClaimRequestInLog is the error of a claim whose request_id the log of a job
 // it would take holds from another call (a report's): the claim is refused,
 // and claims nothing.
 func ClaimRequestInLog(requestID string) error {
-	return Invalid("request_id", "%q is in the log of a job this claim would take, from another call; a claim needs a request_id of its own", requestID)
+	return requestReused("%q is in the log of a job this claim would take, from another call; a claim needs a request_id of its own", requestID)
 }
 
 // CheckRepeat decides whether a call whose request_id the log of job j (as
@@ -131,7 +152,7 @@ func CheckRepeat(requestID string, j *Job, logged string, usedBy int, ops []life
 			continue
 		}
 		if t.Op == lifecycle.OpFail && slices.Contains(ops, lifecycle.OpRetry) && j.Executions < j.MaxAttempts {
-			return Invalid("request_id", "%q was used by a permanent fail of job %d (attempt %d, with %d of %d attempts used); "+
+			return requestReused("%q was used by a permanent fail of job %d (attempt %d, with %d of %d attempts used); "+
 				"a fail that leaves the retry to the server needs a request_id of its own", requestID, j.ID, usedBy, j.Executions, j.MaxAttempts)
 		}
 		return nil
@@ -140,7 +161,7 @@ func CheckRepeat(requestID string, j *Job, logged string, usedBy int, ops []life
 	if len(ops) == 1 && ops[0] == lifecycle.OpFail {
 		call = "permanent fail"
 	}
-	return Invalid("request_id", "%q was used by another call on job %d (its %s event); a %s needs a request_id of its own",
+	return requestReused("%q was used by another call on job %d (its %s event); a %s needs a request_id of its own",
 		requestID, j.ID, logged, call)
 }
 

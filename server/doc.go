@@ -10,7 +10,8 @@
 // worker never holds a claimed-but-not-started job.
 //
 // Every error is {"error": {"code", "message"}} with a fitting status: 400 bad input
-// (naming the field), 401/403 auth, 404, 405, 409 lost lease, 413 too large, 422
+// (naming the field), 401/403 auth, 404, 405, 409 lost lease or a request_id
+// another call used (code conflict, naming request_id), 413 too large, 422
 // invalid transition; 500 only for faults of the server itself, never with a stack.
 //
 // Stability: the paths and fields are the public contract of the HTTP API; the Go

@@ -69,6 +69,10 @@ func classify(err error) *apiError {
 			fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
 	case errors.As(err, &ve) && ve.TooLarge:
 		return &apiError{http.StatusRequestEntityTooLarge, CodePayloadTooLarge, ve.Error()}
+	case errors.As(err, &ve) && ve.Conflict:
+		// A request_id another call used: no repeat of that call, and not
+		// applied (driver.ErrRequestReused).
+		return &apiError{http.StatusConflict, CodeConflict, ve.Error()}
 	case errors.As(err, &ve):
 		return &apiError{http.StatusBadRequest, CodeInvalidArgument, ve.Error()}
 	case errors.Is(err, driver.ErrNotFound):

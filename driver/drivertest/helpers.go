@@ -462,6 +462,18 @@ func (h *harness) namingField(what, field string, err error) error {
 	return err
 }
 
+// refusedReused asserts that call is refused as a reuse of another call's
+// request_id (driver.ErrRequestReused, which is ErrInvalidArgument too, on a
+// ValidationError naming request_id) and changes nothing of job id.
+func (h *harness) refusedReused(id int64, what string, call func() error) {
+	h.t.Helper()
+	h.rejected(id, driver.ErrRequestReused, what, func() error {
+		err := call()
+		h.wantErr(err, driver.ErrInvalidArgument, what)
+		return h.namingField(what, "request_id", err)
+	})
+}
+
 // rejected asserts that call fails with target and changes nothing of job id.
 // A call the job's state refused (ErrLeaseLost, ErrInvalidTransition) says so
 // in one wording on every driver (driver.Refused): the job's status and

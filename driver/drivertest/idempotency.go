@@ -320,7 +320,7 @@ func testReplayCancelOfAnotherCall(h *harness) {
 	if _, err := h.d.JobHeartbeat(h.ctx, hp); err != nil {
 		h.t.Fatalf("JobHeartbeat: %v", err)
 	}
-	h.rejected(r.ID, driver.ErrInvalidArgument, "JobCancel with the heartbeat's request_id", func() error {
+	h.refusedReused(r.ID, "JobCancel with the heartbeat's request_id", func() error {
 		_, err := h.d.JobCancel(h.ctx, driver.CancelParams{ID: r.ID, RequestID: "shared-1", Actor: "operator", Now: h.at(3 * time.Second)})
 		return err
 	})
@@ -339,9 +339,7 @@ func testReplayOfAnotherKindOfCall(h *harness) {
 	r := h.mustStart(h.mustClaimOne(p), time.Second)
 	refusedOne := func(what string, call func() error) {
 		h.t.Helper()
-		h.rejected(r.ID, driver.ErrInvalidArgument, what, func() error {
-			return h.namingField(what, "request_id", call())
-		})
+		h.refusedReused(r.ID, what, call)
 	}
 	cp := driver.CompleteParams{FenceParams: fence(r, h.at(2*time.Second)), Result: json.RawMessage(`1`)}
 	cp.RequestID = "call-1"
@@ -426,9 +424,9 @@ func testClaimRequestOfAnotherWorker(h *harness) {
 	h.mustClaimOne(p)
 	p.Owner, p.Now = "worker-2", h.at(time.Second)
 	what := "JobClaim by another worker with worker-1's request_id"
-	h.rejected(ready.ID, driver.ErrInvalidArgument, what, func() error {
+	h.refusedReused(ready.ID, what, func() error {
 		_, err := h.d.JobClaim(h.ctx, p)
-		return h.namingField(what, "request_id", err)
+		return err
 	})
 }
 
@@ -444,7 +442,7 @@ func testClaimRequestInALog(h *harness) {
 	h.transition("JobFail", r.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, fp) })
 	p := h.claimParams(3 * time.Second)
 	p.RequestID = "used-1"
-	h.rejected(r.ID, driver.ErrInvalidArgument, "JobClaim with a request_id in the candidate's log", func() error {
+	h.refusedReused(r.ID, "JobClaim with a request_id in the candidate's log", func() error {
 		_, err := h.d.JobClaim(h.ctx, p)
 		return err
 	})
@@ -480,24 +478,24 @@ func testReplayOtherAttempt(h *harness) {
 	cp := driver.CompleteParams{FenceParams: fence(s, h.at(6*time.Second)), Result: json.RawMessage(`2`)}
 	cp.RequestID = "report-1"
 	what := "JobComplete of attempt 2 with attempt 1's request_id"
-	h.rejected(s.ID, driver.ErrInvalidArgument, what, func() error {
+	h.refusedReused(s.ID, what, func() error {
 		_, err := h.d.JobComplete(h.ctx, cp)
-		return h.namingField(what, "request_id", err)
+		return err
 	})
 	// In a batch it fails alone: another job's completion goes through.
 	o := h.runningJob(nil)
 	op := driver.CompleteParams{FenceParams: fence(o, h.at(6*time.Second)), Result: json.RawMessage(`3`)}
 	op.RequestID = "report-o"
 	outs := h.d.JobCompleteMany(h.ctx, []driver.CompleteParams{cp, op})
-	if len(outs) != 2 || !errors.Is(outs[0].Err, driver.ErrInvalidArgument) {
-		h.t.Errorf("JobCompleteMany of attempt 2 with attempt 1's request_id = %+v, want ErrInvalidArgument", outs)
+	if len(outs) != 2 || !errors.Is(outs[0].Err, driver.ErrInvalidArgument) || !errors.Is(outs[0].Err, driver.ErrRequestReused) {
+		h.t.Errorf("JobCompleteMany of attempt 2 with attempt 1's request_id = %+v, want ErrRequestReused", outs)
 	}
 	if len(outs) == 2 && (outs[1].Err != nil || outs[1].Job == nil || outs[1].Job.Status != lifecycle.StatusSucceeded) {
 		h.t.Errorf("JobCompleteMany: the other job's completion = %+v, want it succeeded", outs[1])
 	}
 	hp := driver.HeartbeatParams{FenceParams: fence(s, h.at(6*time.Second))}
 	hp.RequestID, hp.LeaseDuration = "report-1", leaseDuration
-	h.rejected(s.ID, driver.ErrInvalidArgument, "JobHeartbeat of attempt 2 with attempt 1's request_id", func() error {
+	h.refusedReused(s.ID, "JobHeartbeat of attempt 2 with attempt 1's request_id", func() error {
 		_, err := h.d.JobHeartbeat(h.ctx, hp)
 		return err
 	})
@@ -509,8 +507,8 @@ func testReplayOtherAttempt(h *harness) {
 	sp.RequestID, op2.RequestID = "report-1", "start-other"
 	before := h.snap(c2.ID)
 	starts := h.d.JobStartMany(h.ctx, []driver.FenceParams{sp, op2})
-	if len(starts) != 2 || !errors.Is(starts[0].Err, driver.ErrInvalidArgument) {
-		h.t.Errorf("JobStartMany of attempt 2 with attempt 1's request_id = %+v, want ErrInvalidArgument", starts)
+	if len(starts) != 2 || !errors.Is(starts[0].Err, driver.ErrInvalidArgument) || !errors.Is(starts[0].Err, driver.ErrRequestReused) {
+		h.t.Errorf("JobStartMany of attempt 2 with attempt 1's request_id = %+v, want ErrRequestReused", starts)
 	}
 	if len(starts) == 2 && (starts[1].Err != nil || starts[1].Job == nil || starts[1].Job.Status != lifecycle.StatusRunning) {
 		h.t.Errorf("JobStartMany: the other job's start = %+v, want it running", starts[1])

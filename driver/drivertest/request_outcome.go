@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/lifecycle"
 )
 
 func init() {
 	requestIDTests = append(requestIDTests,
-		suiteTest{"EveryCallWithTheRequestIDOfAnother", testRequestIDOfEveryOtherCall})
+		suiteTest{"EveryCallWithTheRequestIDOfAnother", testRequestIDOfEveryOtherCall},
+		suiteTest{"BatchWithTheRequestIDOfAnother", testBatchWithTheRequestIDOfAnother})
 }
 
 // firstCall is a lease holder's call that logs request_id req on a fresh job;
@@ -186,9 +188,9 @@ func testRequestIDOfEveryOtherCall(h *harness) {
 			f.RequestID = req
 			what := fmt.Sprintf("%s with the request_id of a %s", later.name, first.name)
 			if !slices.Contains(first.repeats, later.name) {
-				h.rejected(j.ID, driver.ErrInvalidArgument, what, func() error {
+				h.refusedReused(j.ID, what, func() error {
 					_, err := later.call(h, f)
-					return h.namingField(what, "request_id", err)
+					return err
 				})
 				continue
 			}
@@ -203,5 +205,79 @@ func testRequestIDOfEveryOtherCall(h *harness) {
 			}
 			h.wantUnchanged(before, what)
 		}
+	}
+}
+
+// testBatchWithTheRequestIDOfAnother: in a batch of completions or of starts,
+// a call that reuses the request_id of another call of the same attempt (a
+// heartbeat's, whose lease still holds, or a fail's the server retried, or a
+// give-back's) is refused alone, as a reuse, and changes nothing; the other
+// calls of the batch apply.
+func testBatchWithTheRequestIDOfAnother(h *harness) {
+	heartbeat := func(j *driver.Job, req string) {
+		p := driver.HeartbeatParams{FenceParams: fence(j, h.at(2*time.Second))}
+		p.RequestID, p.LeaseDuration = req, leaseDuration
+		if _, err := h.d.JobHeartbeat(h.ctx, p); err != nil {
+			h.t.Fatalf("JobHeartbeat: %v", err)
+		}
+	}
+	for _, errsOnly := range []bool{false, true} {
+		beat, retried, other := h.runningJob(nil), h.runningJob(nil), h.runningJob(nil)
+		heartbeat(beat, "hb")
+		fp := failParams2(retried, h.at(2*time.Second))
+		fp.RequestID = "fail"
+		h.transition("JobFail", retried.ID, lifecycle.EventRetried, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobFail(h.ctx, fp) })
+		ps := []driver.CompleteParams{
+			{FenceParams: fence(beat, h.at(3*time.Second)), Result: json.RawMessage(`1`)},
+			{FenceParams: fence(retried, h.at(3*time.Second)), Result: json.RawMessage(`2`)},
+			{FenceParams: fence(other, h.at(3*time.Second)), Result: json.RawMessage(`3`)},
+		}
+		ps[0].RequestID, ps[1].RequestID, ps[2].RequestID = "hb", "fail", "done"
+		before := []snapshot{h.snap(beat.ID), h.snap(retried.ID)}
+		var errs []error
+		if errsOnly {
+			errs = h.d.JobCompleteManyErrs(h.ctx, ps)
+		} else {
+			outs := h.d.JobCompleteMany(h.ctx, ps)
+			errs = driver.OutcomeErrs(outs)
+			if len(outs) == 3 && (outs[2].Job == nil || outs[2].Job.Status != lifecycle.StatusSucceeded) {
+				h.t.Errorf("JobCompleteMany: the other job's outcome = %+v, want it succeeded", outs[2])
+			}
+		}
+		what := fmt.Sprintf("JobCompleteMany (errs only %v)", errsOnly)
+		if len(errs) != 3 {
+			h.t.Fatalf("%s: %d outcomes, want 3", what, len(errs))
+		}
+		for i, name := range []string{"a completion with its heartbeat's request_id", "a completion with the request_id of a fail the server retried"} {
+			h.wantErr(errs[i], driver.ErrRequestReused, what+": "+name)
+			h.namingField(what, "request_id", errs[i])
+			h.wantUnchanged(before[i], what+": "+name)
+		}
+		if errs[2] != nil {
+			h.t.Errorf("%s: the other job's completion failed with the refused ones: %v", what, errs[2])
+		}
+		if j := h.get(other.ID); j.Status != lifecycle.StatusSucceeded {
+			h.t.Errorf("%s: the other job is %s, want succeeded", what, j.Status)
+		}
+	}
+	beat, given, other := h.claimedJob(nil), h.claimedJob(nil), h.claimedJob(nil)
+	heartbeat(beat, "hb-c")
+	up := fence(given, h.at(time.Second))
+	up.RequestID = "back"
+	h.transition("JobUnclaim", given.ID, lifecycle.EventUnclaimed, lifecycle.StatusQueued, func() (*driver.Job, error) { return h.d.JobUnclaim(h.ctx, up) })
+	ps := []driver.FenceParams{fence(beat, h.at(3*time.Second)), fence(given, h.at(3*time.Second)), fence(other, h.at(3*time.Second))}
+	ps[0].RequestID, ps[1].RequestID, ps[2].RequestID = "hb-c", "back", "start"
+	before := []snapshot{h.snap(beat.ID), h.snap(given.ID)}
+	outs := h.d.JobStartMany(h.ctx, ps)
+	if len(outs) != 3 {
+		h.t.Fatalf("JobStartMany: %d outcomes, want 3", len(outs))
+	}
+	for i, name := range []string{"a start with its heartbeat's request_id", "a start with its give-back's request_id"} {
+		h.wantErr(outs[i].Err, driver.ErrRequestReused, "JobStartMany: "+name)
+		h.namingField("JobStartMany", "request_id", outs[i].Err)
+		h.wantUnchanged(before[i], "JobStartMany: "+name)
+	}
+	if outs[2].Err != nil || outs[2].Job == nil || outs[2].Job.Status != lifecycle.StatusRunning {
+		h.t.Errorf("JobStartMany: the other job's start = %+v, want it running", outs[2])
 	}
 }

@@ -224,8 +224,9 @@ func testStale(t *testing.T, s *server) {
 	jsonEq(t, "result after late reports", after.Result, `"first"`)
 
 	// A request_id is a report's, of one attempt: the next attempt's holder
-	// reusing it is refused with 400 naming request_id and nothing changes (it
-	// used to be answered 200 as a repeat, its report dropped).
+	// reusing it is refused with 409 conflict naming request_id and nothing
+	// changes (it used to be answered 200 as a repeat, its report dropped,
+	// and then 400, as if the report were malformed).
 	j2 := c.enqueue(map[string]any{"kind": "bb.stale", "queue": q + "-again"}, 201)
 	tk1 := c.claimOne(q + "-again")
 	c.want(200, "POST", "/internal/task-complete",
@@ -235,7 +236,7 @@ func testStale(t *testing.T, s *server) {
 		t.Fatalf("second claim = task %d attempt %d, want job %d attempt %d", tk2.TaskID, tk2.Attempt, j2.ID, tk1.Attempt+1)
 	}
 	running := c.get(j2.ID)
-	msg := c.wantError(400, "invalid_argument", "POST", "/internal/task-complete",
+	msg := c.wantError(409, "conflict", "POST", "/internal/task-complete",
 		with(fence(tk2), "status", "succeeded", "output", 2, "request_id", "bb-again"))
 	if !strings.Contains(msg, "request_id") {
 		t.Errorf("reused request_id: message %q does not name request_id", msg)
