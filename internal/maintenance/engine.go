@@ -126,10 +126,14 @@ func (e *Engine) Run(ctx context.Context) {
 		// A leader's call ends, at the latest, when its trust does: a call
 		// to a database that stopped answering would otherwise keep the
 		// loops' OnLeader(false) waiting up to a third of the TTL past the
-		// lease, when a successor may lead.
+		// lease, when a successor may lead. Both clocks bound it, as both
+		// bound the trust (a wall clock stepped back leaves the monotonic
+		// one the nearer end).
 		timeout := interval
 		if loopsCancel != nil {
-			timeout = max(min(timeout, time.Until(time.Unix(0, e.trustUntilWall.Load()))), 0)
+			mono := time.Duration(e.trustUntil.Load()) - time.Since(e.born)
+			wall := time.Until(time.Unix(0, e.trustUntilWall.Load()))
+			timeout = max(min(timeout, mono, wall), 0)
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		lead, err := e.drv.LeaderAttemptElect(actx, driver.LeaderParams{ID: e.cfg.ID, TTL: e.cfg.LeaderTTL})
