@@ -13,7 +13,10 @@ import (
 // EngineConfig configures the maintenance engine. Zero values take defaults, and so
 // do negative periods and TTLs.
 type EngineConfig struct {
-	ID                string        // candidate id [host-pid-random]
+	// ID is this process's candidate id [host-pid-random]. It must be unique to
+	// the process: the election extends a lease held under the same id, so two
+	// engines given one ID would both lead.
+	ID                string
 	LeaderTTL         time.Duration // leadership lease; a successor takes over within ~TTL of a crash [15s]
 	ReapInterval      time.Duration // lease reaper period [1s]
 	ReconcileInterval time.Duration // wake-up reconciler period [1s]
