@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -440,4 +442,66 @@ func TestFaultSwallowedReportIsSentAgain(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A give-back (here of a claim whose answer came too late to run it) whose
+// answer is lost is sent again with its request_id: the server answers the
+// resend as a replay of the first sending, which applied, and the worker
+// counts the job given back. Resent without one, it was refused as stale
+// (409), logged given_back=false and counted as a lost lease.
+func TestFaultGiveBackWhoseAnswerIsLostIsGivenBack(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := newFaultEnv(t, kind, server.Config{LeaseDuration: time.Second})
+		var held atomic.Bool
+		var mu sync.Mutex
+		var giveBacks []string // their request_ids
+		e.proxy.setRule(func(r proxyReq) fault {
+			switch {
+			case r.path == "/internal/task-claim" && held.CompareAndSwap(false, true):
+				// The first claim (the job is ready before the worker
+				// starts): answered past its give-back point (0.9 s).
+				return fault{kind: delayAnswer, delay: 1200 * time.Millisecond}
+			case r.path == "/internal/task-complete" && bytes.Contains(r.body, []byte(`"snooze_seconds":0`)):
+				mu.Lock()
+				defer mu.Unlock()
+				giveBacks = append(giveBacks, requestID(r.body))
+				if len(giveBacks) == 1 {
+					return fault{kind: dropAnswer} // applied; its answer lost
+				}
+			}
+			return fault{}
+		})
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runs.Add(1)
+			return "paid", nil
+		})
+		cfg := fastWorkerConfig(ws)
+		obs := &outcomes{finished: make(chan string, 4), lost: make(chan int64, 4)}
+		cfg.Observer = obs
+		logs := &logBuffer{}
+		cfg.Logger = logs.logger()
+		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
+		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		waitFor(t, "the give-back's log line", func() bool { return strings.Contains(logs.String(), "given_back=") })
+		mu.Lock()
+		sent := slices.Clone(giveBacks)
+		mu.Unlock()
+		if len(sent) < 2 || sent[0] == "" || slices.ContainsFunc(sent, func(id string) bool { return id != sent[0] }) {
+			t.Errorf("give-back sendings' request_ids %q; want two or more, all the first's, not empty", sent)
+		}
+		if j.Status != drover.StatusSucceeded || runs.Load() != 1 {
+			t.Errorf("%s after %d runs; want succeeded after one run", describe(j), runs.Load())
+		}
+		if n := w.Stats().LeaseLost.Load(); n != 0 || !strings.Contains(logs.String(), "given_back=true") {
+			t.Errorf("LeaseLost %d, want 0, and the give-back logged given_back=true\n%s", n, logs.String())
+		}
+		select {
+		case lost := <-obs.lost:
+			t.Errorf("Observer.LeaseLost(job %d) was called for a job given back", lost)
+		default:
+		}
+	})
 }

@@ -573,6 +573,10 @@ func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, releas
 	// Retried while it may succeed, as a report is: a job not given back
 	// sits running until its lease expires, and the reaper counts the
 	// execution its claim took (on a last attempt: failed without a run).
+	// Every try carries the first's request_id: a try that applied but whose
+	// answer was lost is then answered as applied. Without one, its resend
+	// was refused as stale and the job counted as a lost lease.
+	fence.RequestID = newRequestID()
 	var err error
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		if err = w.be.snooze(deadline, fence, 0); err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
