@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -504,4 +505,43 @@ func TestFaultGiveBackWhoseAnswerIsLostIsGivenBack(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// A handler canceled because its lease could not be renewed (every heartbeat
+// answered 503) that returns its context's cause, as is or wrapped, has its
+// attempt's error say why once. The worker prefixed the cause to an error
+// that already carried it, and the stored error said it twice.
+func TestFaultLeaseGiveUpIsSaidOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ret  func(ctx context.Context) error
+	}{
+		{"cause", context.Cause},
+		{"wrapped cause", func(ctx context.Context) error { return fmt.Errorf("charge card: %w", context.Cause(ctx)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachKind(t, func(t *testing.T, kind string) {
+				e := newFaultEnv(t, kind, server.Config{})
+				e.proxy.setRule(func(r proxyReq) fault {
+					if r.path == "/internal/heartbeat" {
+						return fault{kind: answerStatus, status: http.StatusServiceUnavailable}
+					}
+					return fault{}
+				})
+				ws := drover.NewWorkers()
+				drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+					<-ctx.Done()
+					return nil, tc.ret(ctx)
+				})
+				cfg := fastWorkerConfig(ws) // lease 2s, heartbeat 200ms, grace 500ms
+				id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
+				startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
+				j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
+				const said = "no heartbeat succeeded"
+				if n := strings.Count(j.Error, said); j.Status != drover.StatusFailed || n != 1 {
+					t.Errorf("%s; want failed, its error saying %q once (%d times)", describe(j), said, n)
+				}
+			})
+		})
+	}
 }

@@ -415,8 +415,9 @@ func (x *execution) finish(o outcome) {
 		// Heartbeats failed, but the lease may still be ours: report what the
 		// handler returned, and let the fence decide. Dropping it left a job
 		// whose handler had succeeded running under nobody until the reaper
-		// ran it again.
-		if o.err != nil {
+		// ran it again. A handler that returned the context's cause says
+		// why already (the stored error said it twice).
+		if o.err != nil && !inChain(o.err, errLeaseUncertain) {
 			o.err = fmt.Errorf("%v: %w", cause, o.err)
 		}
 	case o.err == nil && errors.Is(cause, errShutdown):
