@@ -34,6 +34,7 @@ const (
 	delayRequest           // forwarded after delay (the client may leave meanwhile)
 	delayAnswer            // forwarded; its answer held back for delay
 	holdRequest            // held until hold closes, then forwarded even if the client left
+	trickleBody            // not forwarded; answered with status, its body a byte every delay until the client leaves
 )
 
 type fault struct {
@@ -110,6 +111,18 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(f.status)
 		_, _ = w.Write([]byte("<html>bad gateway</html>"))
 		return
+	case trickleBody:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(f.status)
+		for {
+			_, _ = w.Write([]byte("."))
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(f.delay):
+			case <-r.Context().Done():
+				panic(http.ErrAbortHandler)
+			}
+		}
 	case holdRequest:
 		<-f.hold // a proxy that forwards what it queued, whether or not its client is still there
 	case delayRequest:
@@ -257,6 +270,8 @@ func (f fault) String() string {
 		return "delay-request"
 	case hangRequest:
 		return "hang"
+	case trickleBody:
+		return "trickle-" + http.StatusText(f.status)
 	}
 	return "pass"
 }
@@ -544,4 +559,39 @@ func TestFaultLeaseGiveUpIsSaidOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A report answered with an error whose body never ends (a proxy's 502 page
+// that trickles in a byte at a time) is cut, as a report whose answer does
+// not begin is, and sent again with its request_id. The cut stopped at the
+// answer's first byte, and reading the error's body held the report until
+// its deadline, a lease: the worker gave up on the result, the job sat
+// running until the reaper took it, and the handler ran a second time.
+func TestFaultTricklingErrorAnswerIsCut(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := newFaultEnv(t, kind, server.Config{})
+		runEngine(t, e.c)
+		var hit atomic.Bool
+		e.proxy.setRule(func(r proxyReq) fault {
+			if r.path == "/internal/task-complete" && hit.CompareAndSwap(false, true) {
+				return fault{kind: trickleBody, status: http.StatusBadGateway, delay: 20 * time.Millisecond}
+			}
+			return fault{}
+		})
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			runs.Add(1)
+			return "paid", nil
+		})
+		cfg := fastWorkerConfig(ws) // lease 2s
+		logs := &logBuffer{}
+		cfg.Logger = logs.logger()
+		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
+		startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
+		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
+		if j.Status != drover.StatusSucceeded || j.Attempt != 1 || runs.Load() != 1 {
+			t.Errorf("%s after %d runs; want succeeded at attempt 1, run once\n%s", describe(j), runs.Load(), logs.String())
+		}
+	})
 }

@@ -318,17 +318,20 @@ type completeBody struct {
 }
 
 // report sends a task-complete, giving up at deadline, and returns the job's
-// status afterwards. One sending waits for its answer to begin at most half
-// the time left (and at least a heartbeat interval of the lease), counted
-// from when its request was written: the worker's report loop then sends it
-// again (with its request_id, so it is applied once). A sending swallowed on
-// its way (a proxy that never answers, a pooled connection to a server that
-// went away) held the report until its deadline, a lease: the outcome was
-// never recorded, and the reaper ran the job again. The count starts once
-// the request is written, and stops at the answer's first byte, so a large
-// result on a slow link, or a server slow to take it, is not cut short.
+// status afterwards. One sending waits for its answer at most half the time
+// left (and at least a heartbeat interval of the lease), counted from when its
+// request was written: the worker's report loop then sends it again (with its
+// request_id, so it is applied once). A sending swallowed on its way (a proxy
+// that never answers, a pooled connection to a server that went away) held the
+// report until its deadline, a lease: the outcome was never recorded, and the
+// reaper ran the job again. The count starts once the request is written, so a
+// large result on a slow link, or a server slow to take it, is not cut short.
+// It stops at a success's status (the report was applied; its body, the job
+// with its result, may be large too), and runs on through any other answer's
+// body: a proxy's error page that trickled in held the report until its
+// deadline as a swallowed request did.
 func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, error) {
-	var resp struct {
+	var out struct {
 		Status JobStatus `json:"status"`
 	}
 	lease := time.Duration(b.serverLease.Load()) // the server's, which the job's claim said
@@ -339,48 +342,52 @@ func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, 
 	wait := max(interval, time.Until(deadline)/2)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	ctx, cut := answerWithin(ctx, wait)
-	err := b.post(ctx, "/internal/task-complete", body, &resp)
-	if cut() && err != nil {
-		err = fmt.Errorf("POST /internal/task-complete: no answer within %s of sending it: %w", wait, err)
+	ctx, applied, cut := answerWithin(ctx, wait)
+	const path = "/internal/task-complete"
+	resp, err := b.send(ctx, path, body)
+	if err == nil {
+		if resp.StatusCode/100 == 2 {
+			applied()
+		}
+		err = read(path, resp, &out)
 	}
-	return resp.Status, err
+	if cut() && err != nil {
+		err = fmt.Errorf("POST %s: no whole answer within %s of sending it: %w", path, wait, err)
+	}
+	return out.Status, err
 }
 
 // answerWithin returns ctx, canceled if the answer to the request made with it
-// has not begun within d of the request's being written; cut reports whether
-// it was, and stops the count.
-func answerWithin(ctx context.Context, d time.Duration) (_ context.Context, cut func() bool) {
+// has not come within d of the request's being written, its body included
+// until stop is called. cut stops the count too, and reports whether ctx was
+// canceled by it.
+func answerWithin(ctx context.Context, d time.Duration) (_ context.Context, stop func(), cut func() bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	var (
-		mu       sync.Mutex
-		timer    *time.Timer
-		answered bool
-		fired    atomic.Bool
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+		fired   atomic.Bool
 	)
+	stop = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+	}
 	trace := &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) {
 			mu.Lock()
 			defer mu.Unlock()
-			if timer == nil && !answered {
+			if timer == nil && !stopped {
 				timer = time.AfterFunc(d, func() { fired.Store(true); cancel() })
 			}
 		},
-		GotFirstResponseByte: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			answered = true
-			if timer != nil {
-				timer.Stop()
-			}
-		},
 	}
-	return httptrace.WithClientTrace(ctx, trace), func() bool {
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
+	return httptrace.WithClientTrace(ctx, trace), stop, func() bool {
+		stop()
 		cancel()
 		return fired.Load()
 	}
@@ -427,13 +434,23 @@ func (b *httpBackend) snooze(deadline time.Time, f driver.FenceParams, d time.Du
 // post sends one JSON request and decodes a 2xx answer into out; any other
 // answer becomes a *RemoteError.
 func (b *httpBackend) post(ctx context.Context, path string, in, out any) error {
+	resp, err := b.send(ctx, path, in)
+	if err != nil {
+		return err
+	}
+	return read(path, resp, out)
+}
+
+// send sends one JSON request and returns its answer, whose body read must
+// read and close.
+func (b *httpBackend) send(ctx context.Context, path string, in any) (*http.Response, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
-		return fmt.Errorf("POST %s: encode request: %w", path, err)
+		return nil, fmt.Errorf("POST %s: encode request: %w", path, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
+		return nil, fmt.Errorf("POST %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -442,8 +459,14 @@ func (b *httpBackend) post(ctx context.Context, path string, in, out any) error 
 	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
+		return nil, fmt.Errorf("POST %s: %w", path, err)
 	}
+	return resp, nil
+}
+
+// read decodes a 2xx answer into out, or turns any other into a
+// *RemoteError, and closes its body.
+func read(path string, resp *http.Response, out any) error {
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return remoteError(path, resp)
