@@ -860,3 +860,40 @@ func TestRemoteWorkerClaimsWithoutRequestIDFromAnOlderServer(t *testing.T) {
 		t.Errorf("the older server refused %d claims with a request_id, want 1 (then none are sent)", n)
 	}
 }
+
+// slowResult takes d to encode, as a large result can.
+type slowResult struct{ d time.Duration }
+
+func (r slowResult) MarshalJSON() ([]byte, error) {
+	time.Sleep(r.d) // the encoding's own work, not a wait for another goroutine
+	return []byte(`"encoded"`), nil
+}
+
+// A result that takes longer than a lease to encode is still reported, and
+// the fence decides (no reaper runs here: the lease is the job's still). The
+// report's deadline was set before the encoding: it had passed by the first
+// sending, the worker gave up on the result at once ("could not record the
+// result"), and the job sat running under nobody until the reaper ran it
+// again.
+func TestRemoteWorkerReportsAResultSlowToEncode(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{})
+		ws := drover.NewWorkers()
+		var runs atomic.Int32
+		drover.Register(ws, "render", func(context.Context, *drover.Job, struct{}) (any, error) {
+			runs.Add(1)
+			return slowResult{serverLease + serverLease/4}, nil
+		})
+		logs := &logBuffer{}
+		cfg := fastWorkerConfig(ws) // lease 2s
+		cfg.Logger = logs.logger()
+		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 1}, cfg)
+		id := enqueue(t, ts.c, "render", nil, nil).ID
+		j := waitJob(t, ts.c, id, "finished or given up on", func(j *drover.Job) bool {
+			return j.Status == drover.StatusSucceeded || j.Status == drover.StatusFailed || strings.Contains(logs.String(), "could not record")
+		})
+		if j.Status != drover.StatusSucceeded || string(j.Result) != `"encoded"` || runs.Load() != 1 {
+			t.Errorf("%s after %d runs; want succeeded with its result after one run\n%s", describe(j), runs.Load(), logs.String())
+		}
+	})
+}

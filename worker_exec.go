@@ -762,7 +762,6 @@ func (w *Worker) giveUpLead(lease, interval, margin time.Duration) time.Duration
 // and the log line's arguments are built only when it is written.
 func (x *execution) report(o outcome) {
 	w, job := x.w, x.job
-	x.deadline = time.Now().Add(x.lease)
 	if o.err == nil {
 		x.result = jsonNull
 		if o.result != nil {
@@ -781,6 +780,10 @@ func (x *execution) report(o outcome) {
 			}
 		}
 	}
+	// Counted from here, not before the encoding: a result slower to encode
+	// than a lease had its deadline pass before its first sending, and was
+	// dropped unsent.
+	x.deadline = time.Now().Add(x.lease)
 	if o.err != nil {
 		r := &failReport{err: o.err}
 		r.f, r.snooze, r.snoozed = w.classify(job, x.h, o.err, o.stopped)
