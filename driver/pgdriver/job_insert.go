@@ -24,7 +24,8 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 	// The jobs and their events are one statement, so it needs no transaction of
 	// its own: one commit. The wake-up follows in a statement of its own
 	// (insertMany), after that commit.
-	return d.insertMany(ctx, d.pool, params, false)
+	res, _, err := d.insertMany(ctx, d.pool, params, false)
+	return res, err
 }
 
 // insertTries bounds the sendings of an insert that deadlocked.
@@ -44,7 +45,36 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	if len(params) == 0 {
 		return nil, nil
 	}
-	return d.insertMany(ctx, ptx, params, true)
+	res, sent, err := d.insertMany(ctx, ptx, params, true)
+	if err != nil && sent {
+		err = spoil(ctx, ptx, err)
+	}
+	return res, err
+}
+
+// spoil aborts the caller's transaction after a failed insert that may have
+// left jobs in it, so that it cannot commit them. A statement that fails on
+// the server aborts it already, and one cut off by ctx closes its connection;
+// but pgx refuses a statement on a context already done without sending it,
+// so a deadline that passed between the insert and the read of the existing
+// keys failed the call with the batch's new jobs in a healthy transaction: a
+// caller that committed its own work anyway committed them, and one that
+// enqueued again enqueued them twice. A savepoint (a nested pgx.Tx) rolled
+// back undoes the abort.
+func spoil(ctx context.Context, tx pgx.Tx, err error) error {
+	conn := tx.Conn().PgConn()
+	if conn.IsClosed() || conn.TxStatus() != 'T' {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, aerr := tx.Exec(ctx, `DO $$BEGIN RAISE EXCEPTION 'drover: an enqueue in this transaction failed after inserting jobs; roll it back'; END$$`,
+		pgx.QueryExecModeSimpleProtocol)
+	var pgErr *pgconn.PgError
+	if !errors.As(aerr, &pgErr) || pgErr.Code != "P0001" {
+		return fmt.Errorf("%w (the transaction may hold some of the jobs, and aborting it failed: %v; roll it back)", err, aerr)
+	}
+	return fmt.Errorf("%w (the transaction may have held some of the jobs and is aborted: roll it back)", err)
 }
 
 // insertQueries[keyed][inTx] is JobInsertMany in four forms.
@@ -84,8 +114,9 @@ var insertQueries = func() (q [2][2]string) {
 // key existed already. tx is the pool or the caller's transaction; inTx says
 // which. In the caller's transaction the wake-up is a NOTIFY in the statement,
 // delivered when that transaction commits; on the pool it is sent once the
-// statement has committed (insertQueries).
-func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.InsertParams, inTx bool) ([]driver.InsertResult, error) {
+// statement has committed (insertQueries). sent says, with an error, whether
+// the insert may have run: in the caller's transaction its jobs may be there.
+func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.InsertParams, inTx bool) (_ []driver.InsertResult, sent bool, _ error) {
 	n := len(params)
 	// binArray: pgx reads a plain slice's elements as values of type any,
 	// boxing each (scan.go).
@@ -135,15 +166,17 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		if err == nil {
 			break
 		}
+		sent = !pgconn.SafeToRetry(err)
 		// Two batches that name the same idempotency keys in other orders
 		// each wait, through ON CONFLICT, for a key the other inserted
 		// first, and PostgreSQL ends one with a deadlock. On the pool the
 		// statement committed nothing and is sent again; the caller's
 		// transaction is aborted, and the caller retries it.
 		if inTx || !isDeadlock(err) || try == insertTries {
-			return nil, fmt.Errorf("insert jobs: %w", err)
+			return nil, sent, fmt.Errorf("insert jobs: %w", err)
 		}
 	}
+	sent = true
 	if !inTx {
 		d.publishReady(inserted)
 	}
@@ -169,11 +202,11 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 	if len(missing) > 0 {
 		rows, err := tx.Query(ctx, queries.Get("JobGetByKeys"), missing)
 		if err != nil {
-			return nil, fmt.Errorf("insert jobs: fetch existing keys: %w", err)
+			return nil, true, fmt.Errorf("insert jobs: fetch existing keys: %w", err)
 		}
 		found, err := collectJobs(rows)
 		if err != nil {
-			return nil, fmt.Errorf("insert jobs: fetch existing keys: %w", err)
+			return nil, true, fmt.Errorf("insert jobs: fetch existing keys: %w", err)
 		}
 		for _, j := range found {
 			existing[j.IdempotencyKey] = j
@@ -186,7 +219,7 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		switch k := p.IdempotencyKey; {
 		case k == "":
 			if len(unkeyed) == 0 {
-				return nil, fmt.Errorf("insert jobs: database returned fewer rows than inserted")
+				return nil, true, fmt.Errorf("insert jobs: database returned fewer rows than inserted")
 			}
 			out[i] = driver.InsertResult{Job: unkeyed[0]}
 			unkeyed = unkeyed[1:]
@@ -210,15 +243,15 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		for g, i := range gone {
 			again[g] = params[i]
 		}
-		res, err := d.insertMany(ctx, tx, again, inTx)
+		res, _, err := d.insertMany(ctx, tx, again, inTx)
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
 		for g, i := range gone {
 			out[i] = res[g]
 		}
 	}
-	return out, nil
+	return out, true, nil
 }
 
 // publishReady wakes the workers of the queues that got a job claimable now:

@@ -1,0 +1,117 @@
+package pgdriver_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// afterInsert runs hook once, when the insert statement's answer has been
+// read: the moment a caller's deadline could pass between the insert and the
+// read of the jobs whose idempotency key existed.
+type afterInsert struct {
+	armed atomic.Bool
+	hook  func()
+}
+
+func (a *afterInsert) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (a *afterInsert) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err == nil && strings.HasPrefix(data.CommandTag.String(), "SELECT") && a.armed.CompareAndSwap(true, false) {
+		a.hook()
+	}
+}
+
+// TestJobInsertManyTxCanceledAfterItsInsert: a context canceled after the
+// insert has run in the caller's transaction, before the read of the keys
+// that existed, fails the call; the caller's transaction must then hold none
+// of the batch or refuse to commit. pgx refuses a statement on a done context
+// without sending it, so the transaction stayed healthy with the batch's new
+// jobs in it: a caller told "context canceled" that committed its own work
+// committed them too, and one that enqueued again in the transaction
+// enqueued them twice.
+func TestJobInsertManyTxCanceledAfterItsInsert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.PostgresURL(t)
+	openURL(t, url) // migrates
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &afterInsert{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(kind, key string) driver.InsertParams {
+		return driver.InsertParams{Kind: kind, Queue: "q", Args: json.RawMessage(`{}`), MaxAttempts: 1, IdempotencyKey: key}
+	}
+	if _, err := d.JobInsertMany(ctx, []driver.InsertParams{job("charge", "order-1")}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, nested := range []bool{false, true} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		into := pgx.Tx(tx)
+		if nested {
+			if into, err = tx.Begin(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		callCtx, cancel := context.WithCancel(ctx)
+		tr.hook = cancel
+		tr.armed.Store(true)
+		email := map[bool]string{false: "email", true: "email-nested"}[nested]
+		res, err := d.JobInsertManyTx(callCtx, into, []driver.InsertParams{job(email, ""), job("charge", "order-1")})
+		cancel()
+		if tr.armed.Load() {
+			t.Fatal("the insert did not run")
+		}
+		if err == nil {
+			if len(res) != 2 || !res[1].Existing {
+				t.Fatalf("nested=%v: results %+v, want the email job and the existing charge job", nested, res)
+			}
+			continue
+		}
+		if nested {
+			// The savepoint undone, the outer transaction goes on.
+			if err := into.Rollback(ctx); err != nil {
+				t.Fatalf("nested: rolling the savepoint back after the failed insert: %v", err)
+			}
+			if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+				t.Fatalf("nested: the outer transaction after the savepoint's rollback: %v", err)
+			}
+		}
+		var emails int
+		qerr := tx.QueryRow(ctx, "SELECT count(*) FROM drover_jobs WHERE kind = $1", email).Scan(&emails)
+		cerr := tx.Commit(ctx)
+		if qerr == nil && cerr == nil && emails != 0 {
+			t.Errorf("nested=%v: JobInsertManyTx failed (%v), yet the caller's transaction committed with %d email jobs of its batch in it", nested, err, emails)
+		}
+		if nested && (qerr != nil || cerr != nil) {
+			t.Errorf("nested: the outer transaction failed after its savepoint was rolled back: %v, %v", qerr, cerr)
+		}
+	}
+}
