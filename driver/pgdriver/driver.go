@@ -59,6 +59,7 @@ type Driver struct {
 	pool    *pgxpool.Pool
 	owned   bool // the pool was opened by New and is closed by Close
 	channel string
+	schema  string // current_schema() of the pool's sessions, where its tables are
 	log     *slog.Logger
 	cursors claimCursors
 	wakeups wakeSender
@@ -175,7 +176,7 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 		// Drover begins itself could ask for its own level.
 		return nil, &isolationError{iso}
 	}
-	d.channel = wakeupChannel(*schema)
+	d.channel, d.schema = wakeupChannel(*schema), *schema
 	return d, nil
 }
 

@@ -3,6 +3,8 @@ package pgdriver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	neturl "net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -114,4 +116,67 @@ func TestJobInsertManyTxCanceledAfterItsInsert(t *testing.T) {
 			t.Errorf("nested: the outer transaction failed after its savepoint was rolled back: %v, %v", qerr, cerr)
 		}
 	}
+}
+
+// TestJobInsertManyTxInAnotherSchema: a caller's transaction whose
+// search_path reaches another schema's drover_jobs (another Drover
+// installation's, on a pool of the application's) is refused, naming the
+// schemas, and inserts nothing there; one whose search_path reaches the
+// driver's tables behind a schema of the application's own is taken. The
+// insert went into the other schema's tables: the job ran under the other
+// installation's workers, or none, and the answered id named another job.
+func TestJobInsertManyTxInAnotherSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ours, theirs, app := testdb.PostgresURL(t), testdb.PostgresURL(t), testdb.PostgresURL(t)
+	d, other := openURL(t, ours), openURL(t, theirs)
+	job := []driver.InsertParams{{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), MaxAttempts: 1}}
+
+	tx, err := other.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	res, err := d.JobInsertManyTx(ctx, tx, job)
+	if err == nil {
+		_ = tx.Commit(ctx)
+		got, _ := other.JobGet(ctx, res[0].Job.ID)
+		t.Fatalf("JobInsertManyTx in a transaction whose search_path is another installation's schema: no error; the job went into its tables (%v)", got != nil)
+	}
+	if !errors.Is(err, driver.ErrInvalidArgument) || !strings.Contains(err.Error(), "search_path") {
+		t.Errorf("JobInsertManyTx in another schema: error %q, want an invalid-argument error naming search_path", err)
+	}
+	_ = tx.Rollback(ctx)
+
+	// The application's schema first, then the driver's: drover_jobs is ours.
+	both := testdb.WithSearchPath(testdb.PostgresBaseURL(), schemaOf(t, app)+","+schemaOf(t, ours))
+	pool, err := pgxpool.New(ctx, both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx2, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx2.Rollback(ctx)
+	res, err = d.JobInsertManyTx(ctx, tx2, job)
+	if err != nil {
+		t.Fatalf("JobInsertManyTx with the driver's schema behind the application's on search_path: %v", err)
+	}
+	if err := tx2.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.JobGet(ctx, res[0].Job.ID); err != nil {
+		t.Errorf("the job committed behind the application's schema: %v", err)
+	}
+}
+
+func schemaOf(t *testing.T, u string) string {
+	t.Helper()
+	pu, err := neturl.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pu.Query().Get("search_path")
 }

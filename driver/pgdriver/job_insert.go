@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,13 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 
 // insertTries bounds the sendings of an insert that deadlocked.
 const insertTries = 5
+
+// isSchemaMismatch reports the insert's refusal of a caller's transaction
+// whose drover_jobs is another schema's (insertQueries).
+func isSchemaMismatch(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, "drover_schema_mismatch: ")
+}
 
 func isDeadlock(err error) bool {
 	var pgErr *pgconn.PgError
@@ -98,14 +106,18 @@ func spoil(ctx context.Context, tx pgx.Tx, err error) error {
 // in a statement that writes no WAL (publishReady). One in the caller's
 // transaction cannot wait for a commit it does not see, and keeps its NOTIFY,
 // delivered when that transaction commits.
+//
+// With its check that drover_jobs is the driver's (homeCheck) only in the
+// caller's transaction, whose search_path the driver does not set.
 var insertQueries = func() (q [2][2]string) {
 	const conflict = "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
 	const notify = "count(pg_notify($15, queue))"
+	const homeCheck = "'drover_jobs'::regclass IS DISTINCT FROM to_regclass(format('%I.drover_jobs', $16::text))"
 	q[1][1] = queries.Get("JobInsertMany")
 	q[0][1] = replaceOnce(q[1][1], conflict, "")
-	// $15 stays typed and used, so every variant takes the same arguments.
-	q[1][0] = replaceOnce(q[1][1], notify, "count($15::text)")
-	q[0][0] = replaceOnce(q[0][1], notify, "count($15::text)")
+	// $15 and $16 stay typed and used, so every variant takes the same arguments.
+	q[1][0] = replaceOnce(replaceOnce(q[1][1], notify, "count($15::text)"), homeCheck, "$16::text IS NULL")
+	q[0][0] = replaceOnce(replaceOnce(q[0][1], notify, "count($15::text)"), homeCheck, "$16::text IS NULL")
 	return q
 }()
 
@@ -159,7 +171,7 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 	var inserted []*driver.Job
 	for try := 1; ; try++ {
 		rows, err := tx.Query(ctx, insertQueries[b2i(keyed)][b2i(inTx)], kinds, queues, args, metas, prios, runAts,
-			maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel)
+			maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel, d.schema)
 		if err == nil {
 			inserted, err = collectJobs(rows)
 		}
@@ -167,6 +179,10 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 			break
 		}
 		sent = !pgconn.SafeToRetry(err)
+		if inTx && isSchemaMismatch(err) {
+			return nil, false, driver.Invalid("tx", "its search_path leads to another schema's drover_jobs than the driver's (%s): "+
+				"begin it on the driver's Pool(), or put the driver's schema first on its search_path", d.schema)
+		}
 		// Two batches that name the same idempotency keys in other orders
 		// each wait, through ON CONFLICT, for a key the other inserted
 		// first, and PostgreSQL ends one with a deadlock. On the pool the

@@ -44,8 +44,15 @@ woke AS (
     SELECT count(pg_notify($15, queue)) AS n FROM (
         SELECT DISTINCT queue FROM ins WHERE status = 'queued' AND run_at <= coalesce($13::timestamptz, now())
     ) ready
+),
+home AS (
+    -- Only in the caller's transaction, whose search_path is the caller's: it
+    -- must reach the driver's schema's ($16) drover_jobs, or the jobs went into
+    -- another installation's tables. The failed cast is the refusal.
+    SELECT CASE WHEN 'drover_jobs'::regclass IS DISTINCT FROM to_regclass(format('%I.drover_jobs', $16::text))
+                THEN ('drover_schema_mismatch: ' || $16::text || ' <> ' || ('drover_jobs'::regclass)::text)::int END AS refused
 )
-SELECT ins.* FROM ins, woke ORDER BY id;
+SELECT ins.* FROM ins, woke, home WHERE home.refused IS NULL ORDER BY id;
 
 -- name: JobGetByKeys
 SELECT * FROM drover_jobs WHERE idempotency_key = ANY($1::text[]);
