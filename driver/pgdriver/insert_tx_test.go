@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -179,4 +180,73 @@ func schemaOf(t *testing.T, u string) string {
 		t.Fatal(err)
 	}
 	return pu.Query().Get("search_path")
+}
+
+// TestJobInsertManyTxSameKeyConcurrently: a transaction enqueuing a key that
+// another, uncommitted one holds waits for it, then answers the job that
+// committed with Existing, or, the other rolled back, inserts the job: one
+// job per key either way, and the waiting transaction commits.
+func TestJobInsertManyTxSameKeyConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t)
+	for _, commitFirst := range []bool{true, false} {
+		key := map[bool]string{true: "after-commit", false: "after-rollback"}[commitFirst]
+		job := []driver.InsertParams{{Kind: "k", Queue: "q", Args: json.RawMessage(`{}`), MaxAttempts: 1, IdempotencyKey: key}}
+		tx1, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := d.JobInsertManyTx(ctx, tx1, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid uint32
+		type answer struct {
+			res []driver.InsertResult
+			err error
+		}
+		done := make(chan answer, 1)
+		tx2, err := d.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid = tx2.Conn().PgConn().PID()
+		go func() {
+			res, err := d.JobInsertManyTx(ctx, tx2, job)
+			if err == nil {
+				err = tx2.Commit(ctx)
+			}
+			done <- answer{res, err}
+		}()
+		// Wait until the second insert waits on the first's key.
+		deadline := time.Now().Add(10 * time.Second)
+		for waiting := false; !waiting; {
+			if err := d.Pool().QueryRow(ctx, "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the second transaction's insert never waited on the first's key")
+			}
+		}
+		if commitFirst {
+			err = tx1.Commit(ctx)
+		} else {
+			err = tx1.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := <-done
+		if a.err != nil {
+			t.Fatalf("commitFirst=%v: the second transaction: %v", commitFirst, a.err)
+		}
+		if got := a.res[0]; got.Existing != commitFirst || (commitFirst && got.Job.ID != first[0].Job.ID) {
+			t.Errorf("commitFirst=%v: second answer Existing=%v id=%d, first id=%d", commitFirst, got.Existing, got.Job.ID, first[0].Job.ID)
+		}
+		var n int
+		if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM drover_jobs WHERE idempotency_key = $1", key).Scan(&n); err != nil || n != 1 {
+			t.Errorf("commitFirst=%v: %d jobs hold the key (%v), want 1", commitFirst, n, err)
+		}
+	}
 }
