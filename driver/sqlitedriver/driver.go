@@ -42,6 +42,7 @@ type Driver struct {
 	read   *sql.DB // WAL readers; the same pool as write for in-memory databases
 	logger *slog.Logger
 	wake   *broadcaster
+	file   string // the main database's file ("" in memory), which a caller's tx must be on
 
 	purgeBatch int // JobDLQPurge's batch; 0: purgeBatch
 
@@ -78,6 +79,10 @@ func Open(path string, opts Options) (*Driver, error) {
 	}
 
 	d := &Driver{write: write, read: write, logger: logger, wake: newBroadcaster()}
+	if err := write.QueryRow(mainFileQuery).Scan(&d.file); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %q: %w", path, err)
+	}
 	if isMemory(path) {
 		// Each connection to ":memory:" is its own database: share the one writer.
 		return d, nil
@@ -97,6 +102,9 @@ func Open(path string, opts Options) (*Driver, error) {
 	d.read = read
 	return d, nil
 }
+
+// mainFileQuery answers the file of a connection's main database.
+const mainFileQuery = "SELECT file FROM pragma_database_list WHERE name = 'main'"
 
 // walSizeLimit is the size the WAL is truncated to after a checkpoint.
 const walSizeLimit = 64 << 20

@@ -2,6 +2,8 @@ package sqlitedriver
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,5 +102,31 @@ func TestJobInsertManyTxLeavesNothingWhenItFails(t *testing.T) {
 	}
 	if failed == 0 || committedAfterFailure == 0 {
 		t.Fatalf("%d calls failed, %d of them in a transaction that then committed: the test did not reach the window it is about", failed, committedAfterFailure)
+	}
+}
+
+// TestJobInsertManyTxOnAnotherFile: a *sql.Tx begun on another database file
+// (another Drover installation's) is refused and inserts nothing there; it
+// inserted the job into that file's tables, where this driver's workers never
+// see it, and answered an id that named another job.
+func TestJobInsertManyTxOnAnotherFile(t *testing.T) {
+	ctx := context.Background()
+	d, other := openTest(t), openTest(t)
+	tx, err := other.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	res, err := d.JobInsertManyTx(ctx, tx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}})
+	if err == nil {
+		_ = tx.Commit()
+		got, _ := other.JobGet(ctx, res[0].Job.ID)
+		t.Fatalf("JobInsertManyTx in a transaction on another file: no error; the job went into its tables (%v)", got != nil)
+	}
+	if !errors.Is(err, driver.ErrInvalidArgument) || !strings.Contains(err.Error(), "DB()") {
+		t.Errorf("JobInsertManyTx on another file: error %q, want an invalid-argument error naming DB()", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("the caller's transaction after the refusal: %v", err)
 	}
 }

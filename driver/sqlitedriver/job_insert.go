@@ -38,6 +38,17 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	if !ok || sqlTx == nil {
 		return nil, driver.Invalid("tx", "the SQLite driver needs a *sql.Tx begun on its DB(), got %T", tx)
 	}
+	// A transaction on another file (another installation's database) put
+	// the jobs in its tables, where this driver's workers never looked.
+	if d.file != "" {
+		var file string
+		if err := sqlTx.QueryRowContext(ctx, mainFileQuery).Scan(&file); err != nil {
+			return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
+		}
+		if file != d.file {
+			return nil, driver.Invalid("tx", "it is on the database %q, the driver on %q: begin it on the driver's DB()", file, d.file)
+		}
+	}
 	now := time.Now().UTC()
 	// insertMany runs several statements, and a failed one does not end a
 	// SQLite transaction (a canceled context can even fail a statement that
