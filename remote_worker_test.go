@@ -861,6 +861,60 @@ func TestRemoteWorkerClaimsWithoutRequestIDFromAnOlderServer(t *testing.T) {
 	}
 }
 
+// A refusal of a claim's request_id was one old server's: behind a load
+// balancer in a rolling upgrade, the next claims reach upgraded ones. The
+// worker claims without a request_id for a while, then sends one again; it
+// used to stop for good, so each claim whose answer was lost afterwards cost
+// a lease and an execution.
+func TestRemoteWorkerSendsClaimRequestIDsAgainAfterAnOlderServer(t *testing.T) {
+	drover.SetClaimWithoutIDFor(t, 200*time.Millisecond)
+	c := newClient(t, "sqlite", nil)
+	s := server.New(c, server.Config{LeaseDuration: serverLease, Backoff: func(int) time.Duration { return 0 }})
+	var upgraded atomic.Bool
+	refused, withID := make(chan struct{}, 1), make(chan struct{}, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.URL.Path == "/internal/task-claim" && bytes.Contains(body, []byte(`"request_id"`)) {
+			if !upgraded.Load() {
+				select {
+				case refused <- struct{}{}:
+				default:
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"error":{"code":"invalid_argument","message":"unknown field \"request_id\""}}`))
+				return
+			}
+			select {
+			case withID <- struct{}{}:
+			default:
+			}
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	ws := drover.NewWorkers()
+	drover.Register(ws, "once", func(ctx context.Context, job *drover.Job, args struct{}) (any, error) { return nil, nil })
+	startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, fastWorkerConfig(ws))
+	select {
+	case <-refused:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claim with a request_id reached the older server")
+	}
+	upgraded.Store(true)
+	select {
+	case <-withID:
+	case <-time.After(10 * time.Second):
+		t.Fatal("10s after the older server refused a claim's request_id (claims go without one for 200ms), no claim carried one again")
+	}
+	// And the claims work: a job enqueued now runs.
+	id := enqueue(t, c, "once", nil, nil).ID
+	if j := waitStatus(t, c, id, drover.StatusSucceeded, drover.StatusFailed); j.Status != drover.StatusSucceeded {
+		t.Errorf("job after the upgrade: %s, want succeeded", describe(j))
+	}
+}
+
 // slowResult takes d to encode, as a large result can.
 type slowResult struct{ d time.Duration }
 

@@ -31,9 +31,13 @@ type httpBackend struct {
 	hc    *http.Client
 	wait  time.Duration // claim long-poll; 0: none
 	w     *Worker
-	// claimWithoutID: the server refused a claim's request_id as an unknown
-	// field (it predates them), so claims go without one.
-	claimWithoutID atomic.Bool
+	// claimWithoutIDUntil: a server refused a claim's request_id as an unknown
+	// field (it predates them), so claims go without one until this time
+	// (unix nanoseconds; 0: never refused). Not for good: behind a load
+	// balancer during a rolling upgrade the refusal was one old replica's,
+	// and a claim without one costs a lease and an execution when its answer
+	// is lost.
+	claimWithoutIDUntil atomic.Int64
 	// serverLease is the lease the server's last claim answer gave
 	// (nanoseconds; 0: none yet), which bounds how long a lost claim is resent.
 	serverLease atomic.Int64
@@ -98,9 +102,13 @@ type claimAnswer struct {
 	Replayed            *bool        `json:"replayed"`
 }
 
+// claimWithoutIDFor is how long claims go without a request_id after a server
+// refused one as an unknown field (a variable for the tests).
+var claimWithoutIDFor = time.Minute
+
 func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Job, claimLease, error) {
 	req := claimBody{WorkerID: b.w.cfg.ID, Queues: []string{queue}, Limit: min(limit, maxRemoteClaim), WaitSeconds: b.wait.Seconds()}
-	if !b.claimWithoutID.Load() {
+	if time.Now().UnixNano() >= b.claimWithoutIDUntil.Load() {
 		req.RequestID = newRequestID()
 	}
 	stopping := ctx // ended by Stop
@@ -134,8 +142,9 @@ func (b *httpBackend) claim(ctx context.Context, queue string, limit int) ([]*Jo
 		var re *RemoteError
 		if errors.As(err, &re) && re.Status == http.StatusBadRequest && req.RequestID != "" &&
 			strings.Contains(re.Message, `unknown field "request_id"`) {
-			// A server older than claims with a request_id: claim without one.
-			b.claimWithoutID.Store(true)
+			// A server older than claims with a request_id: claim without one
+			// for a while, then ask again.
+			b.claimWithoutIDUntil.Store(time.Now().Add(claimWithoutIDFor).UnixNano())
 			req.RequestID = ""
 			continue
 		}
