@@ -11,7 +11,8 @@ import (
 
 // wakeHub shares one driver wake-up subscription among long-polling task-claims,
 // waking those that wait on the queue named. It subscribes lazily, on the first
-// waiter, and resubscribes if the subscription ends.
+// waiter, and resubscribes if the subscription ends; each time it has
+// subscribed it wakes every waiter once, for what was sent before it listened.
 type wakeHub struct {
 	drv driver.Driver
 	log *slog.Logger
@@ -65,6 +66,12 @@ func (h *wakeHub) run() {
 			}
 			continue
 		}
+		// A wake-up sent before the subscription listened is lost, and a
+		// long poll may have claimed nothing just before it (the first one
+		// subscribes as it begins; a replica's enqueue meanwhile woke
+		// nobody, and it slept to its next poll): wake every waiter once to
+		// claim again.
+		h.notify("")
 		began := time.Now()
 		for q := range sub {
 			h.notify(q)
