@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover/driver"
-	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/internal/testdb"
 	"github.com/drover-dev/drover/lifecycle"
 )
@@ -46,21 +44,8 @@ func TestInsertKeyFreedMidBatch(t *testing.T) {
 			ctx := context.Background()
 			url := testdb.PostgresURL(t)
 			operator := openURL(t, url)
-			cfg, err := pgxpool.ParseConfig(url)
-			if err != nil {
-				t.Fatal(err)
-			}
 			tr := &beforeKeyLookup{}
-			cfg.ConnConfig.Tracer = tr
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
-			d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			pool, d := tracedDriver(t, url, tr)
 			job := func(kind, key string) driver.InsertParams {
 				return driver.InsertParams{Kind: kind, Queue: "q", Args: json.RawMessage(`{}`), MaxAttempts: 1, IdempotencyKey: key}
 			}

@@ -49,21 +49,8 @@ func TestJobInsertManyTxCanceledAfterItsInsert(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.PostgresURL(t)
 	openURL(t, url) // migrates
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &afterInsert{}
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, d := tracedDriver(t, url, tr)
 	job := func(kind, key string) driver.InsertParams {
 		return driver.InsertParams{Kind: kind, Queue: "q", Args: json.RawMessage(`{}`), MaxAttempts: 1, IdempotencyKey: key}
 	}
@@ -249,4 +236,27 @@ func TestJobInsertManyTxSameKeyConcurrently(t *testing.T) {
 			t.Errorf("commitFirst=%v: %d jobs hold the key (%v), want 1", commitFirst, n, err)
 		}
 	}
+}
+
+// tracedDriver opens a driver over a pool of its own on url (migrated
+// already), whose connections report their statements to tr; the pool is
+// closed at t's cleanup.
+func tracedDriver(t *testing.T, url string, tr pgx.QueryTracer) (*pgxpool.Pool, *pgdriver.Driver) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, d
 }
