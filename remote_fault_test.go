@@ -355,15 +355,7 @@ func TestFaultClaimGivenUpOnClaimsNothingLater(t *testing.T) {
 			// later claims find it restarting.
 			return fault{kind: answerStatus, status: http.StatusServiceUnavailable}
 		})
-		ws := drover.NewWorkers()
-		var runs atomic.Int32
-		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
-			runs.Add(1)
-			return "paid", nil
-		})
-		cfg := fastWorkerConfig(ws) // lease 2s
-		logs := &logBuffer{}
-		cfg.Logger = logs.logger()
+		cfg, runs, logs := payConfig() // lease 2s
 		startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
 		waitChan(t, movedOn, "the worker to give up on its first claim")
 		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
@@ -400,15 +392,7 @@ func TestFaultClaimGivenUpOnIsGivenBack(t *testing.T) {
 			}
 			return fault{}
 		})
-		ws := drover.NewWorkers()
-		var runs atomic.Int32
-		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
-			runs.Add(1)
-			return "paid", nil
-		})
-		cfg := fastWorkerConfig(ws) // lease 2s
-		logs := &logBuffer{}
-		cfg.Logger = logs.logger()
+		cfg, runs, logs := payConfig() // lease 2s
 		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
 		startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
 		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
@@ -487,17 +471,9 @@ func TestFaultGiveBackWhoseAnswerIsLostIsGivenBack(t *testing.T) {
 			}
 			return fault{}
 		})
-		ws := drover.NewWorkers()
-		var runs atomic.Int32
-		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
-			runs.Add(1)
-			return "paid", nil
-		})
-		cfg := fastWorkerConfig(ws)
+		cfg, runs, logs := payConfig() // lease 2s
 		obs := &outcomes{finished: make(chan string, 4), lost: make(chan int64, 4)}
 		cfg.Observer = obs
-		logs := &logBuffer{}
-		cfg.Logger = logs.logger()
 		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 1}).ID
 		w := startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
 		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
@@ -578,15 +554,7 @@ func TestFaultTricklingErrorAnswerIsCut(t *testing.T) {
 			}
 			return fault{}
 		})
-		ws := drover.NewWorkers()
-		var runs atomic.Int32
-		drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
-			runs.Add(1)
-			return "paid", nil
-		})
-		cfg := fastWorkerConfig(ws) // lease 2s
-		logs := &logBuffer{}
-		cfg.Logger = logs.logger()
+		cfg, runs, logs := payConfig() // lease 2s
 		id := enqueue(t, e.c, "pay", nil, &drover.EnqueueOpts{MaxAttempts: 3}).ID
 		startRemoteWorker(t, drover.RemoteConfig{URL: e.url(), WaitSeconds: 1}, cfg)
 		j := waitStatus(t, e.c, id, drover.StatusSucceeded, drover.StatusFailed)
@@ -594,4 +562,20 @@ func TestFaultTricklingErrorAnswerIsCut(t *testing.T) {
 			t.Errorf("%s after %d runs; want succeeded at attempt 1, run once\n%s", describe(j), runs.Load(), logs.String())
 		}
 	})
+}
+
+// payConfig is a worker config (fastWorkerConfig: lease 2s) with one kind,
+// "pay", whose handler counts its runs in runs and succeeds at once; the
+// worker logs into logs.
+func payConfig() (cfg *drover.WorkerConfig, runs *atomic.Int32, logs *logBuffer) {
+	ws := drover.NewWorkers()
+	runs = &atomic.Int32{}
+	drover.Register(ws, "pay", func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+		runs.Add(1)
+		return "paid", nil
+	})
+	cfg = fastWorkerConfig(ws)
+	logs = &logBuffer{}
+	cfg.Logger = logs.logger()
+	return cfg, runs, logs
 }

@@ -299,23 +299,9 @@ func TestCompletionPlanIgnoresStaleLeaseStatistics(t *testing.T) {
 // driver's statements and a test's look at the plans they left share a session.
 func oneSession(t *testing.T) (*pgxpool.Pool, *pgdriver.Driver) {
 	t.Helper()
-	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, d := driverOnPool(t, testdb.PostgresURL(t), func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	t.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
+	if err := d.MigrateUp(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return pool, d

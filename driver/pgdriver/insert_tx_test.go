@@ -239,16 +239,21 @@ func TestJobInsertManyTxSameKeyConcurrently(t *testing.T) {
 }
 
 // tracedDriver opens a driver over a pool of its own on url (migrated
-// already), whose connections report their statements to tr; the pool is
-// closed at t's cleanup.
+// already), whose connections report their statements to tr.
 func tracedDriver(t *testing.T, url string, tr pgx.QueryTracer) (*pgxpool.Pool, *pgdriver.Driver) {
+	return driverOnPool(t, url, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = tr })
+}
+
+// driverOnPool opens a driver over a pool of its own on url, configured by
+// configure; the pool is closed at t's cleanup.
+func driverOnPool(t *testing.T, url string, configure func(*pgxpool.Config)) (*pgxpool.Pool, *pgdriver.Driver) {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.Tracer = tr
+	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
