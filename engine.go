@@ -11,7 +11,8 @@ import (
 )
 
 // EngineConfig configures the maintenance engine. Zero values take defaults, and so
-// do negative periods and TTLs.
+// do negative periods and TTLs; a positive LeaderTTL below MinLeaderTTL, or a
+// positive period below 10ms, makes Run fail at once.
 type EngineConfig struct {
 	// ID is this process's candidate id [host-pid-random]. It must be unique to
 	// the process: the election extends a lease held under the same id, so two
@@ -28,6 +29,14 @@ type EngineConfig struct {
 	// within ReconcileInterval.
 	Wakeups wakeup.Transport
 }
+
+// MinLeaderTTL is the shortest EngineConfig.LeaderTTL, as 100ms is the shortest
+// worker lease. Below it an engine campaigned in a loop against the database
+// (at 1ns, tens of thousands of elections a second) and never held a lease
+// long enough to trust it, so no reaper ever ran: a crashed worker's jobs
+// stayed running for good. Exported so a program can refuse a setting before
+// it opens anything.
+const MinLeaderTTL = 100 * time.Millisecond
 
 // Engine runs the maintenance loops — lease reaper, retention, wake-up reconciler —
 // in exactly one of any number of processes, elected through a lease row.
@@ -55,6 +64,9 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 	// On PostgreSQL an id that is not UTF-8 never won the election, only
 	// logged, so no reaper ran; SQLite took it.
 	err := driver.ValidateWorkerID("id", id)
+	if err == nil {
+		err = checkEngineTimings(cfg)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = c.log
@@ -73,6 +85,23 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 		}
 	}
 	return &Engine{maintenance.New(c.drv, mc), err, log}
+}
+
+// checkEngineTimings refuses a lease or period so short that the engine would
+// query in a loop (a period of 1 meant as a second is a nanosecond).
+func checkEngineTimings(cfg *EngineConfig) error {
+	if d := cfg.LeaderTTL; d > 0 && d < MinLeaderTTL {
+		return driver.Invalid("leader_ttl", "%s is below %s", d, MinLeaderTTL)
+	}
+	for _, p := range []struct {
+		field string
+		d     time.Duration
+	}{{"reap_interval", cfg.ReapInterval}, {"reconcile_interval", cfg.ReconcileInterval}} {
+		if p.d > 0 && p.d < minInterval {
+			return driver.Invalid(p.field, "%s, must be at least %s", p.d, minInterval)
+		}
+	}
+	return nil
 }
 
 // Run runs until ctx ends, then resigns leadership, and returns nil; with a

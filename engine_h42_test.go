@@ -1,0 +1,51 @@
+package drover_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover"
+)
+
+// A lease or period far too short (a 1 meant as a second is a nanosecond) is
+// refused by Run at once, naming it: at LeaderTTL 1ns an engine campaigned
+// tens of thousands of times a second and never trusted its lease long
+// enough to reap, and a 1ns ReapInterval reaped in a loop. Negative values
+// still take the defaults, and the shortest accepted values run.
+func TestEngineRefusesTimingsTooShort(t *testing.T) {
+	refused := []struct {
+		cfg   drover.EngineConfig
+		field string
+	}{
+		{drover.EngineConfig{LeaderTTL: 1}, "leader_ttl"},
+		{drover.EngineConfig{LeaderTTL: 99 * time.Millisecond}, "leader_ttl"},
+		{drover.EngineConfig{ReapInterval: 1}, "reap_interval"},
+		{drover.EngineConfig{ReconcileInterval: 9 * time.Millisecond}, "reconcile_interval"},
+	}
+	accepted := []drover.EngineConfig{
+		{LeaderTTL: -1, ReapInterval: -1, ReconcileInterval: -1},
+		{LeaderTTL: 100 * time.Millisecond, ReapInterval: 10 * time.Millisecond, ReconcileInterval: 10 * time.Millisecond},
+	}
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		for _, tc := range refused {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := drover.NewEngine(c, &tc.cfg).Run(ctx)
+			cancel()
+			var ve *drover.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.field {
+				t.Errorf("Run of an engine with %+v: %v, want a ValidationError on %s at once", tc.cfg, err, tc.field)
+			}
+		}
+		for _, cfg := range accepted {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			err := drover.NewEngine(c, &cfg).Run(ctx)
+			cancel()
+			if err != nil {
+				t.Errorf("Run of an engine with %+v: %v, want it to run until its context ends", cfg, err)
+			}
+		}
+	})
+}
