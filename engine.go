@@ -2,7 +2,9 @@ package drover
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -41,9 +43,10 @@ const MinLeaderTTL = 100 * time.Millisecond
 // Engine runs the maintenance loops — lease reaper, retention, wake-up reconciler —
 // in exactly one of any number of processes, elected through a lease row.
 type Engine struct {
-	e   *maintenance.Engine
-	err error // the config's fault, which Run answers with
-	log *slog.Logger
+	e       *maintenance.Engine
+	err     error // the config's fault, which Run answers with
+	log     *slog.Logger
+	running atomic.Bool // a Run has not returned yet
 }
 
 // NewEngine returns an engine over the client's database. An ID that is not
@@ -51,8 +54,8 @@ type Engine struct {
 func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 	if c == nil {
 		// Refused by Run, as a config at fault is (it panicked here).
-		return &Engine{maintenance.New(nil, maintenance.Config{}),
-			driver.Invalid("client", "is nil: NewEngine needs the Client of the database it maintains"), slog.New(slog.DiscardHandler)}
+		return &Engine{e: maintenance.New(nil, maintenance.Config{}),
+			err: driver.Invalid("client", "is nil: NewEngine needs the Client of the database it maintains"), log: slog.New(slog.DiscardHandler)}
 	}
 	if cfg == nil {
 		cfg = &EngineConfig{}
@@ -84,7 +87,7 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 			return publishSafely(ctx, t, ps)
 		}
 	}
-	return &Engine{maintenance.New(c.drv, mc), err, log}
+	return &Engine{e: maintenance.New(c.drv, mc), err: err, log: log}
 }
 
 // checkEngineTimings refuses a lease or period so short that the engine would
@@ -106,15 +109,26 @@ func checkEngineTimings(cfg *EngineConfig) error {
 
 // Run runs until ctx ends, then resigns leadership, and returns nil; with a
 // config NewEngine found at fault, it returns that ValidationError at once.
+// An engine runs once at a time: a Run while another has not returned fails at
+// once (a second one campaigned under the same ID, so both led, OnLeader(true)
+// came twice, and the first to return resigned the lease the other still
+// acted on). Once Run has returned, the engine may run again.
 func (e *Engine) Run(ctx context.Context) error {
-	if e.err != nil {
-		// Logged too: a caller that runs it in a goroutine often drops the result.
-		e.log.Error("engine not started", "err", e.err)
-		return e.err
+	err := e.err
+	if err == nil && !e.running.CompareAndSwap(false, true) {
+		err = errEngineRunning
 	}
+	if err != nil {
+		// Logged too: a caller that runs it in a goroutine often drops the result.
+		e.log.Error("engine not started", "err", err)
+		return err
+	}
+	defer e.running.Store(false)
 	e.e.Run(ctx)
 	return nil
 }
+
+var errEngineRunning = errors.New("drover: engine already running; an Engine runs once at a time (make another with NewEngine)")
 
 // IsLeader reports whether this engine leads now.
 func (e *Engine) IsLeader() bool { return e.e.IsLeader() }

@@ -49,3 +49,45 @@ func TestEngineRefusesTimingsTooShort(t *testing.T) {
 		}
 	})
 }
+
+// A second Run of an engine whose first has not returned fails at once: it
+// campaigned under the same ID, so both led and OnLeader(true) came twice (a
+// leader-only job started twice), and the first to return resigned the lease
+// the other still acted on. Once Run has returned, the engine runs again.
+func TestEngineRunsOnceAtATime(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		hooks := make(chan bool, 10)
+		e := drover.NewEngine(c, &drover.EngineConfig{LeaderTTL: time.Second, OnLeader: func(leading bool) { hooks <- leading }})
+		run := func() (cancel func() error) {
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			if !waitChan(t, hooks, "OnLeader(true)") {
+				t.Fatal("OnLeader(false) before OnLeader(true)")
+			}
+			return func() error { stop(); return waitChan(t, done, "Run to return") }
+		}
+		stop := run()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := e.Run(ctx)
+		cancel()
+		if err == nil {
+			t.Errorf("a second Run while the first runs: nil after its context ended, want an error at once")
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("first Run: %v", err)
+		}
+		var got []bool
+		for len(hooks) > 0 {
+			got = append(got, <-hooks)
+		}
+		if len(got) != 1 || got[0] {
+			t.Errorf("OnLeader calls after the first Run's OnLeader(true): %v, want [false]", got)
+		}
+		// The engine runs again once its Run has returned.
+		if err := run()(); err != nil {
+			t.Errorf("Run after Run returned: %v", err)
+		}
+	})
+}
