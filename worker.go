@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -121,6 +122,10 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 	if err := driver.ValidateWorkerID("id", cf.ID); err != nil {
 		return nil, err
 	}
+	// A copy: the caller's map, changed after NewWorker (a config reused for
+	// the next worker), changed the queues Start ran, unchecked (a queue set
+	// to 0 slots was never claimed from).
+	cf.Queues = maps.Clone(cf.Queues)
 	if len(cf.Queues) == 0 {
 		cf.Queues = map[string]int{DefaultQueue: 10}
 	}
