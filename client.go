@@ -224,7 +224,8 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*Job, error) {
 
 // checkList refuses a filter no job can match, naming it, as the HTTP API
 // does: a misspelt queue ("emails ") listed and purged nothing, which read as
-// an empty queue, and a negative limit or cursor was taken for the default.
+// an empty queue, a status no job has ("dead", "Failed") listed nothing, and a
+// negative limit or cursor was taken for the default.
 // Empty and zero still mean "any" and "the default".
 func checkList(p ListParams) error {
 	if p.Queue != "" {
@@ -235,6 +236,11 @@ func checkList(p ListParams) error {
 	if p.Kind != "" {
 		if err := driver.ValidateName("kind", p.Kind); err != nil {
 			return err
+		}
+	}
+	for _, s := range p.Statuses {
+		if _, err := lifecycle.ParseStatus(string(s)); err != nil {
+			return driver.Invalid("status", "%v", err)
 		}
 	}
 	if p.Limit < 0 {
