@@ -265,6 +265,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{[]string{"--log-level", "verbose", "jobs", "list"}, "--log-level must be debug, info, warn or error"},
 		{[]string{"worker", "--poll-interval", "-1s"}, "invalid poll-interval: -1s, must be positive"},
 		{[]string{"worker", "--leader-ttl", "-1s"}, "invalid leader-ttl: -1s, must be positive"},
+		{[]string{"server", "--leader-ttl", "50ms"}, "invalid leader-ttl: 50ms is below 100ms"},
+		{[]string{"dev", "--leader-ttl", "1ns"}, "invalid leader-ttl: 1ns is below 100ms"},
 		{[]string{"dev", "--lease", "-5s"}, "invalid lease: -5s, must be positive"},
 		{[]string{"server", "--lease", "-5s"}, "invalid lease: -5s, must be positive"},
 		// The server runs no worker: the worker's flags would only be ignored.

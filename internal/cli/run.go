@@ -65,6 +65,11 @@ func (n *nodeFlags) queueMap() (map[string]int, error) {
 			return nil, driver.Invalid(d.flag, "%s, must be positive", d.v)
 		}
 	}
+	if n.leaderTTL < drover.MinLeaderTTL {
+		// The engine refuses it too, but in its goroutine: the process ran on
+		// with no engine, so no reaper, and said so only in its log.
+		return nil, driver.Invalid("leader-ttl", "%s is below %s", n.leaderTTL, drover.MinLeaderTTL)
+	}
 	if n.shutdownTimeout < 0 {
 		return nil, driver.Invalid("shutdown-timeout", "%s, must not be negative", n.shutdownTimeout)
 	}
