@@ -110,6 +110,7 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 			return err
 		}
 	}
+	setKeepalives(cfg.ConnConfig)
 	// Every statement is written for READ COMMITTED (see NewFromPool).
 	if iso, set := cfg.ConnConfig.RuntimeParams[isolationParam]; set && !isReadCommitted(iso) {
 		hint := ""
@@ -178,6 +179,65 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 	}
 	d.channel, d.schema = wakeupChannel(*schema), *schema
 	return d, nil
+}
+
+// keepalives are the server's TCP keepalive settings for the sessions of the
+// pools New opens, where neither the URL nor the server's configuration (the
+// configuration file, the role's or the database's defaults) sets them.
+//
+// A replica whose host is lost (power, a partition) rather than its process
+// killed sends nothing more, not even the FIN that ends its sessions: a session
+// it left in a claim's transaction went on holding the claimed rows' locks, and
+// one that held a request_id's advisory lock (outside any transaction) made a
+// resend of that claim to another replica wait, until PostgreSQL noticed the
+// connection was dead, by the operating system's keepalives: two hours and
+// eleven minutes on Linux. With these a session whose client has answered
+// nothing for a minute is probed every ten seconds and ended after six
+// unanswered probes: two minutes. A live client's kernel answers the probes
+// whatever its process is doing, so they end no session that is merely slow,
+// idle, or inside a long statement (a migration, a caller's own transaction).
+//
+// idle_in_transaction_session_timeout is not set: the pool is the caller's
+// too (Pool, EnqueueTx), and would end a caller's transaction that waits on
+// its own work, and it does not reach the request_id lock, which a session
+// holds idle outside a transaction. tcp_user_timeout is not set either (see
+// README).
+var keepalives = [][2]string{
+	{"tcp_keepalives_idle", "60"},
+	{"tcp_keepalives_interval", "10"},
+	{"tcp_keepalives_count", "6"},
+}
+
+// setKeepalives makes each connection of cfg, and of every copy of it (the
+// wake-up listener's), set the keepalives its session does not already have
+// from the URL or the server's configuration. A SET, not a startup
+// parameter: a startup parameter would override the server's configuration,
+// and PgBouncer refuses one it is not told to ignore.
+func setKeepalives(cfg *pgx.ConnConfig) {
+	var names, values []string
+	for _, kv := range keepalives {
+		if _, set := runtimeParam(cfg.RuntimeParams, kv[0]); set {
+			continue
+		}
+		names, values = append(names, kv[0]), append(values, kv[1])
+	}
+	if len(names) == 0 {
+		return
+	}
+	q := "SELECT set_config(name, v, false) FROM pg_settings JOIN unnest('{" + strings.Join(names, ",") + "}'::text[], '{" +
+		strings.Join(values, ",") + "}'::text[]) AS k(name, v) USING (name) WHERE source = 'default'"
+	prev := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+		if prev != nil {
+			if err := prev(ctx, c); err != nil {
+				return err
+			}
+		}
+		if _, err := c.Exec(ctx, q).ReadAll(); err != nil {
+			return fmt.Errorf("set TCP keepalives: %w", err)
+		}
+		return nil
+	}
 }
 
 // wakeupChannel is the LISTEN/NOTIFY channel of the schema's wake-ups:
