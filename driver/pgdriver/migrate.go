@@ -16,6 +16,7 @@ import (
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/drover-dev/drover/driver"
@@ -123,19 +124,25 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	return nil
 }
 
-// MigrateStatus implements driver.Driver.
+// MigrateStatus implements driver.Driver. It only reads the version table,
+// without the migration lock: MigrateUp commits each migration with the row
+// that records it, so the row always names the schema as it is. (Through
+// golang-migrate it took the lock, and created the table when it was missing:
+// while a migration ran, or waited for a table's lock behind a long
+// transaction, it waited too, whatever its ctx, and so did every CLI command
+// that opens the database, `drover migrate status` among them.)
 func (d *Driver) MigrateStatus(ctx context.Context) (driver.MigrationStatus, error) {
 	st := driver.MigrationStatus{Available: availableVersions(migrationFS)}
-	m, err := d.migrator()
-	if err != nil {
+	table := pgx.Identifier{d.schema, migrationsTable}.Sanitize()
+	var v int64
+	var pgErr *pgconn.PgError
+	switch err := d.pool.QueryRow(ctx, "SELECT version, dirty FROM "+table+" LIMIT 1").Scan(&v, &st.Dirty); {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: never migrated
+	case isNoRows(err):
+	case err != nil:
 		return st, fmt.Errorf("migration status: %w", err)
 	}
-	defer m.Close()
-	v, dirty, err := m.Version()
-	if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
-		return st, fmt.Errorf("migration status: %w", err)
-	}
-	st.Current, st.Dirty = v, dirty
+	st.Current = uint(max(v, 0)) // golang-migrate writes -1 for none
 	return st, nil
 }
 
