@@ -101,3 +101,40 @@ func holdMigrationLock(t *testing.T, d *pgdriver.Driver) (unlock func()) {
 	t.Cleanup(unlock)
 	return unlock
 }
+
+// Regression: migrators that start together (here four, each on a pool of its
+// own, as processes are) take turns on the migration lock: each migration is
+// applied once, every MigrateUp succeeds, and the schema ends at the latest
+// version, clean.
+func TestConcurrentMigrateUpAppliesEachMigrationOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.PostgresURL(t)
+	const n = 4
+	ds := make([]*pgdriver.Driver, n)
+	for i := range ds {
+		ds[i] = openUnmigrated(t, url)
+	}
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for _, d := range ds {
+		go func() {
+			<-start
+			errs <- d.MigrateUp(ctx)
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a concurrent MigrateUp: %v", err)
+		}
+	}
+	st, err := ds[0].MigrateStatus(ctx)
+	if err != nil || st.Dirty || st.Current != st.Latest() {
+		t.Fatalf("after concurrent migrations: %+v, %v; want the latest version, clean", st, err)
+	}
+	var rows int
+	if err := ds[0].Pool().QueryRow(ctx, "SELECT count(*) FROM drover_schema_migrations").Scan(&rows); err != nil || rows != 1 {
+		t.Errorf("the version table has %d rows (%v), want 1", rows, err)
+	}
+}
