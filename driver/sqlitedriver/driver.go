@@ -57,7 +57,10 @@ type Driver struct {
 // survives power loss), foreign_keys=on and busy_timeout=10000, the writer with
 // journal_size_limit=64 MiB (the WAL's size after a checkpoint), and write
 // transactions begin IMMEDIATE so they hold the write lock from their first
-// statement instead of failing with SQLITE_BUSY when they upgrade.
+// statement instead of failing with SQLITE_BUSY when they upgrade. A file:
+// URI may carry parameters of its own, but one that sets any of these to
+// another value (_txlock=deferred, _busy_timeout=0, _pragma=synchronous(0), …)
+// is refused, as is _query_only.
 func Open(path string, opts Options) (*Driver, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -132,7 +135,10 @@ func dsn(path string, readOnly bool) (string, error) {
 	}
 	params := q.Encode()
 	if strings.HasPrefix(path, "file:") {
-		if strings.Contains(path, "?") {
+		if _, query, ok := strings.Cut(path, "?"); ok {
+			if err := checkCallerParams(query); err != nil {
+				return "", fmt.Errorf("open sqlite %q: %w", path, err)
+			}
 			return path + "&" + params, nil
 		}
 		return path + "?" + params, nil
@@ -143,6 +149,93 @@ func dsn(path string, readOnly bool) (string, error) {
 		return "", fmt.Errorf("open sqlite %q: a plain path must not contain '?'; use a file: URI", path)
 	}
 	return path + "?" + params, nil
+}
+
+// driverSettings are the connection settings dsn makes, by the pragma each sets,
+// in a form a caller's value is compared in (settingValue). The driver reads a
+// repeated parameter's first value, so a caller's in a file: URI came before
+// ours and replaced it without a word: _txlock=deferred made two processes'
+// claims fail at once with "database is locked" instead of waiting their turn
+// (SQLite cannot wait out a deferred transaction's lock upgrade), and
+// _synchronous=OFF lost committed jobs at a power cut.
+var driverSettings = map[string]string{
+	"busy_timeout": "10000",
+	"foreign_keys": "1",
+	"synchronous":  "2",
+	"journal_mode": "wal",
+	"txlock":       "immediate",
+	"query_only":   "", // on for readers, off for the writer: no value fits both
+}
+
+// callerParamPragmas maps the DSN parameters (modernc's and mattn's aliases)
+// to the pragma they set.
+var callerParamPragmas = map[string]string{
+	"_busy_timeout": "busy_timeout", "_timeout": "busy_timeout",
+	"_foreign_keys": "foreign_keys", "_fk": "foreign_keys",
+	"_synchronous": "synchronous", "_sync": "synchronous",
+	"_journal_mode": "journal_mode", "_journal": "journal_mode",
+	"_txlock":     "txlock",
+	"_query_only": "query_only",
+}
+
+// checkCallerParams refuses a file: URI's parameter, shorthand or _pragma,
+// that sets one of driverSettings to another value than the driver's.
+func checkCallerParams(query string) error {
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return fmt.Errorf("parameters: %w", err)
+	}
+	for key, vals := range q {
+		for _, v := range vals {
+			name, val := callerParamPragmas[key], v
+			if key == "_pragma" {
+				name, val = splitPragma(v)
+			}
+			want, ok := driverSettings[name]
+			if !ok || (want != "" && settingValue(name, val) == want) {
+				continue
+			}
+			if want == "" {
+				return fmt.Errorf("%s=%s: the driver sets %s itself (on for its readers, off for its writer); remove it", key, v, name)
+			}
+			return fmt.Errorf("%s=%s: the driver sets %s to %s itself, as Open documents; remove it", key, v, name, want)
+		}
+	}
+	return nil
+}
+
+// splitPragma splits a _pragma value, "name(value)" or "name = value".
+func splitPragma(v string) (name, val string) {
+	v = strings.TrimSpace(v)
+	if i := strings.IndexAny(v, "(="); i >= 0 {
+		name, val = v[:i], strings.TrimSuffix(strings.TrimSpace(v[i+1:]), ")")
+	} else {
+		name = v
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if _, pragma, ok := strings.Cut(name, "."); ok {
+		name = pragma // main.journal_mode
+	}
+	return name, strings.Trim(strings.TrimSpace(val), `'"`)
+}
+
+// settingValue spells val of pragma name as driverSettings does.
+func settingValue(name, val string) string {
+	val = strings.ToLower(strings.TrimSpace(val))
+	switch name {
+	case "foreign_keys", "query_only":
+		switch val {
+		case "1", "on", "true", "yes":
+			return "1"
+		case "0", "off", "false", "no":
+			return "0"
+		}
+	case "synchronous":
+		if n, ok := map[string]string{"off": "0", "normal": "1", "full": "2", "extra": "3"}[val]; ok {
+			return n
+		}
+	}
+	return val
 }
 
 func isMemory(path string) bool {
