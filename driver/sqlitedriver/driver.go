@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +53,9 @@ type Driver struct {
 }
 
 // Open opens (creating if needed) the SQLite database at path, a file path such as
-// "./drover.db" or a "file:" URI. It does not migrate; call MigrateUp.
+// "./drover.db" or a "file:" URI. It does not migrate; call MigrateUp. A
+// relative name is taken against the working directory when Open runs, for
+// the life of the Driver, whatever directory the process changes to later.
 //
 // Every connection runs with journal_mode=WAL, synchronous=FULL (a committed job
 // survives power loss), foreign_keys=on and busy_timeout=10000, the writer with
@@ -66,7 +70,11 @@ func Open(path string, opts Options) (*Driver, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	writeDSN, err := dsn(path, false)
+	file, err := absolute(path)
+	if err != nil {
+		return nil, err
+	}
+	writeDSN, err := dsn(file, false)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +98,7 @@ func Open(path string, opts Options) (*Driver, error) {
 		// Each connection to ":memory:" is its own database: share the one writer.
 		return d, nil
 	}
-	readDSN, err := dsn(path, true)
+	readDSN, err := dsn(file, true)
 	if err != nil {
 		write.Close()
 		return nil, err
@@ -104,6 +112,53 @@ func Open(path string, opts Options) (*Driver, error) {
 	read.SetMaxIdleConns(n)
 	d.read = read
 	return d, nil
+}
+
+// absolute returns path with a relative file name made absolute against the
+// working directory of now. The pools open connections long after Open (a
+// reader when those open are busy, the writer again after database/sql
+// dropped it, as it does when a call's context ends while it waits for
+// another process's lock), and each opened a relative name against the
+// directory of its moment: a process that had changed directory since went on
+// in another file, or in a new empty one.
+func absolute(path string) (string, error) {
+	if path == "" || isMemory(path) {
+		return path, nil
+	}
+	rest, uri := strings.CutPrefix(path, "file:")
+	if !uri {
+		if filepath.IsAbs(path) {
+			return path, nil
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", fmt.Errorf("open sqlite %q: %w", path, err)
+		}
+		if strings.Contains(abs, "?") && !strings.Contains(path, "?") {
+			return "file:" + uriName(abs), nil // the driver cuts a plain path at '?'
+		}
+		return abs, nil
+	}
+	// A file: URI's name ends at '?' or '#'; "file://" has an authority and
+	// "file:/" an absolute name.
+	if strings.HasPrefix(rest, "/") || rest == "" || rest[0] == '?' || rest[0] == '#' {
+		return path, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("open sqlite %q: %w", path, err)
+	}
+	return "file:" + strings.TrimSuffix(uriName(wd), "/") + "/" + rest, nil
+}
+
+// uriName spells an absolute file name as a file: URI's: SQLite decodes %HH in
+// it and ends it at '?' or '#'.
+func uriName(name string) string {
+	name = filepath.ToSlash(name)
+	if !strings.HasPrefix(name, "/") {
+		name = "/" + name // a Windows drive: file:/C:/…
+	}
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(name)
 }
 
 // mainFileQuery answers the file of a connection's main database.
