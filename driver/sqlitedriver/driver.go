@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -86,6 +87,10 @@ func Open(path string, opts Options) (*Driver, error) {
 	// Ping creates the file and switches it to WAL before any reader opens it.
 	if err := write.Ping(); err != nil {
 		write.Close()
+		if dir := missingDir(file); dir != "" {
+			// SQLite says only "unable to open database file".
+			return nil, fmt.Errorf("open sqlite %q: the directory %q does not exist: %w", path, dir, err)
+		}
 		return nil, fmt.Errorf("open sqlite %q: %w", path, err)
 	}
 
@@ -149,6 +154,35 @@ func absolute(path string) (string, error) {
 		return "", fmt.Errorf("open sqlite %q: %w", path, err)
 	}
 	return "file:" + strings.TrimSuffix(uriName(wd), "/") + "/" + rest, nil
+}
+
+// missingDir returns the directory of file (as absolute returns it) if it does
+// not exist, else "".
+func missingDir(file string) string {
+	if isMemory(file) {
+		return ""
+	}
+	name, uri := strings.CutPrefix(file, "file:")
+	if uri {
+		name, _, _ = strings.Cut(name, "?")
+		name, _, _ = strings.Cut(name, "#")
+		if strings.HasPrefix(name, "//") {
+			return "" // an authority: leave it to SQLite
+		}
+		unescaped, err := url.PathUnescape(name)
+		if err != nil {
+			return ""
+		}
+		if len(unescaped) > 2 && unescaped[0] == '/' && unescaped[2] == ':' {
+			unescaped = unescaped[1:] // a Windows drive: /C:/…
+		}
+		name = filepath.FromSlash(unescaped)
+	}
+	dir := filepath.Dir(name)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return dir
+	}
+	return ""
 }
 
 // uriName spells an absolute file name as a file: URI's: SQLite decodes %HH in

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +89,36 @@ func TestRelativePathStaysTheFileOpenFound(t *testing.T) {
 				t.Errorf("a drover.db appeared in the directory changed to")
 			}
 		})
+	}
+}
+
+// Open of a file whose directory does not exist says so, naming the path and
+// the directory: SQLite says only "unable to open database file".
+func TestOpenNamesTheMissingDirectory(t *testing.T) {
+	t.Parallel()
+	base := filepath.Join(t.TempDir(), "x #%41y") // a file: URI escapes two
+	if err := os.Mkdir(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(base, "nope")
+	for _, path := range []string{
+		filepath.Join(missing, "drover.db"),
+		"file:" + uriName(filepath.Join(missing, "drover.db")) + "?cache=private",
+	} {
+		d, err := Open(path, Options{})
+		if err == nil {
+			d.Close()
+			t.Fatalf("Open(%q) succeeded; want an error", path)
+		}
+		want := fmt.Sprintf("open sqlite %q: the directory %q does not exist", path, missing)
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q): %v\nwant it to say: %s", path, err, want)
+		}
+	}
+	// A directory that exists is not reported missing.
+	if d, err := Open(filepath.Join(base, "drover.db"), Options{}); err != nil {
+		t.Errorf("Open in a directory that exists: %v", err)
+	} else {
+		d.Close()
 	}
 }
