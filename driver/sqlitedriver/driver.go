@@ -65,7 +65,8 @@ type Driver struct {
 // statement instead of failing with SQLITE_BUSY when they upgrade. A file:
 // URI may carry parameters of its own, but one that sets any of these to
 // another value (_txlock=deferred, _busy_timeout=0, _pragma=synchronous(0), …)
-// is refused, as is _query_only.
+// is refused, as are _query_only and nolock or immutable (SQLite's locking
+// off). So is a file SQLite leaves out of WAL (it does so without an error).
 func Open(path string, opts Options) (*Driver, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -102,6 +103,17 @@ func Open(path string, opts Options) (*Driver, error) {
 	if isMemory(path) {
 		// Each connection to ":memory:" is its own database: share the one writer.
 		return d, nil
+	}
+	// SQLite leaves a file it cannot put in WAL (a VFS without shared memory,
+	// another process's exclusive lock) in its old mode without an error.
+	var mode string
+	if err := write.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %q: %w", path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %q: the file could not be switched to WAL (journal_mode is %s), which the driver needs", path, mode)
 	}
 	readDSN, err := dsn(file, true)
 	if err != nil {
@@ -276,6 +288,9 @@ func checkCallerParams(query string) error {
 	}
 	for key, vals := range q {
 		for _, v := range vals {
+			if (key == "nolock" || key == "immutable") && boolValue(v) == "1" {
+				return fmt.Errorf("%s=%s turns SQLite's locking off, and with it what keeps two processes from claiming one job or corrupting the file; remove it", key, v)
+			}
 			name, val := callerParamPragmas[key], v
 			if key == "_pragma" {
 				name, val = splitPragma(v)
@@ -308,17 +323,24 @@ func splitPragma(v string) (name, val string) {
 	return name, strings.Trim(strings.TrimSpace(val), `'"`)
 }
 
+// boolValue spells a boolean as "1" or "0", as SQLite reads it; anything else
+// as given.
+func boolValue(val string) string {
+	switch val = strings.ToLower(strings.TrimSpace(val)); val {
+	case "1", "on", "true", "yes":
+		return "1"
+	case "0", "off", "false", "no":
+		return "0"
+	}
+	return val
+}
+
 // settingValue spells val of pragma name as driverSettings does.
 func settingValue(name, val string) string {
 	val = strings.ToLower(strings.TrimSpace(val))
 	switch name {
 	case "foreign_keys", "query_only":
-		switch val {
-		case "1", "on", "true", "yes":
-			return "1"
-		case "0", "off", "false", "no":
-			return "0"
-		}
+		return boolValue(val)
 	case "synchronous":
 		if n, ok := map[string]string{"off": "0", "normal": "1", "full": "2", "extra": "3"}[val]; ok {
 			return n
