@@ -76,13 +76,13 @@ func (s *diffSide) jobText(j *driver.Job, t0 time.Time) string {
 // with stale fences, some repeating a request_id) on both drivers and compares
 // every answer, then every job and its log: cancels of jobs in every status,
 // snoozes, retries and fails, DLQ requeues of failed and other jobs, purges,
-// retention and reaps, on an injected clock. H39_SEEDS and H39_STEPS run more.
+// retention and reaps, on an injected clock. DROVER_DIFF_SEEDS and DROVER_DIFF_STEPS run more.
 func TestDriversAgreeOnRandomCalls(t *testing.T) {
 	seeds, steps := 20, 150
-	if s := os.Getenv("H39_STEPS"); s != "" {
+	if s := os.Getenv("DROVER_DIFF_STEPS"); s != "" {
 		steps, _ = strconv.Atoi(s)
 	}
-	if s := os.Getenv("H39_SEEDS"); s != "" {
+	if s := os.Getenv("DROVER_DIFF_SEEDS"); s != "" {
 		seeds, _ = strconv.Atoi(s)
 	}
 	for seed := range seeds {
