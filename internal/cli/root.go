@@ -128,6 +128,11 @@ func (g *globals) pickServer(cmd *cobra.Command) error {
 	default:
 		return notThroughServer(cmd)
 	}
+	if cmd.Flags().Changed("server") && g.server == "" {
+		// --server "$URL" with URL unset must not fall back to the database
+		// (a ./drover.db it would create here), as --database-url "" does not.
+		return driver.Invalid("server", "is empty; give the server's URL (e.g. http://127.0.0.1:7420), or leave --server out to work on the database")
+	}
 	if !cmd.Flags().Changed("database-url") {
 		return nil
 	}
