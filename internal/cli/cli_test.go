@@ -60,6 +60,8 @@ func TestEnqueueBadInput(t *testing.T) {
 				{"timeout of a part millisecond", []string{"echo", "--timeout", "1500us"}, "timeout"},
 				{"run-at the zero time", []string{"echo", "--run-at", "0001-01-01T00:00:00Z"}, "run_at"},
 				{"bad run-at", []string{"echo", "--run-at", "tomorrow"}, "run_at"},
+				// --run-at "$WHEN" with WHEN unset: not a job that runs now.
+				{"empty run-at", []string{"echo", "--run-at", ""}, "run_at"},
 				{"metadata array", []string{"echo", "--metadata", "[]"}, "metadata"},
 				{"10 MB payload", []string{"echo", "--args", payload}, "args"},
 			}

@@ -59,7 +59,7 @@ func newJobsEnqueueCmd(g *globals) *cobra.Command {
 			if f.Changed("idempotency-key") && key == "" {
 				return driver.Invalid("idempotency_key", "must not be empty")
 			}
-			if runAt != "" {
+			if f.Changed("run-at") { // "" too: --run-at "$WHEN" with WHEN unset must not run it now
 				t, err := time.Parse(time.RFC3339Nano, runAt)
 				if err != nil {
 					return driver.Invalid("run_at", "%q is not an RFC 3339 time (e.g. 2030-01-01T09:00:00Z)", runAt)
