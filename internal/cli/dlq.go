@@ -65,7 +65,7 @@ func newDLQCmd(g *globals) *cobra.Command {
 				rows := make([][]string, len(jobs))
 				for i, j := range jobs {
 					rows[i] = []string{fmt.Sprint(j.ID), j.Kind, j.Queue, fmt.Sprintf("%d/%d", j.Executions, j.MaxAttempts),
-						ts(j.FinishedAt), truncate(j.Error, 60)}
+						ts(j.FinishedAt), truncate(cell(j.Error), 60)}
 				}
 				table(g.stdout, "ID\tKIND\tQUEUE\tATTEMPTS\tFAILED_AT\tERROR", rows)
 				g.morePages(jobs, limit)

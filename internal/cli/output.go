@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -84,7 +85,7 @@ func (g *globals) printJob(j *drover.Job, events []lifecycle.Event) error {
 		return g.json(json.RawMessage(obj))
 	}
 	w := g.stdout
-	field := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", v) }
+	field := func(k, v string) { fmt.Fprintf(w, "%-16s %s\n", k+":", text(v, "\n"+strings.Repeat(" ", 17))) }
 	field("id", fmt.Sprint(j.ID))
 	field("kind", j.Kind)
 	field("queue", j.Queue)
@@ -122,7 +123,7 @@ func (g *globals) printJob(j *drover.Job, events []lifecycle.Event) error {
 	if len(j.Errors) > 0 {
 		fmt.Fprintln(w, "\nerrors:")
 		for _, e := range j.Errors {
-			fmt.Fprintf(w, "  attempt %d at %s: %s\n", e.Attempt, ts(&e.At), e.Error)
+			fmt.Fprintf(w, "  attempt %d at %s: %s\n", e.Attempt, ts(&e.At), text(e.Error, "\n    "))
 		}
 	}
 	if len(events) > 0 {
@@ -134,7 +135,7 @@ func (g *globals) printJob(j *drover.Job, events []lifecycle.Event) error {
 				from = "-"
 			}
 			rows[i] = []string{"  " + fmt.Sprint(e.Seq), ts(&e.At), string(e.Type), from + " → " + string(e.To),
-				fmt.Sprint(e.Attempt), e.Actor}
+				fmt.Sprint(e.Attempt), cell(e.Actor)}
 		}
 		table(w, "  SEQ\tAT\tTYPE\tTRANSITION\tATTEMPT\tACTOR", rows)
 	}
@@ -147,3 +148,35 @@ func ts(t *time.Time) string {
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
+
+// cell is text from a job (an error a worker reported) made fit for one cell
+// of a table: every control character, newline and tab included, is written
+// escaped as Go quotes it (\n, \t, \x1b), so that it cannot break the table's
+// rows or columns, nor an escape sequence reach the reader's terminal, where
+// it could recolour, clear or retitle it. -o json prints the text as stored.
+func cell(s string) string { return text(s, "") }
+
+// text is cell for the detail view of one job, where a newline in a long
+// error is kept: it is written as newline, indented under its field. With
+// newline "" it is escaped too.
+func text(s, newline string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' && newline != "":
+			b.WriteString(newline)
+		case isControl(r):
+			q := strconv.QuoteRune(r) // '\n', '\x1b', '\u009b'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isControl reports the C0 and C1 control characters and DEL.
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
