@@ -105,6 +105,9 @@ func (q *enqueueRequest) toParams() (drover.EnqueueParams, error) {
 }
 
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
 	var req enqueueRequest
 	if err := decode(r, &req); err != nil {
 		return err
@@ -253,6 +256,23 @@ func queryParams(r *http.Request, repeatable []string, once ...string) (url.Valu
 	return q, nil
 }
 
+// noQuery refuses a query string on a call that changes state and takes its
+// input in the body (or none): POST /jobs?queue=payments, ignored, enqueued
+// into the default queue, and ?run_at= ran the job at once.
+func noQuery(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return driver.Invalid("query", "%q does not parse: %v", r.URL.RawQuery, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		return driver.Invalid(name, "is not a query parameter: this endpoint takes none (its input is the JSON body)")
+	}
+	return nil
+}
+
 func pathID(r *http.Request) (int64, error) {
 	v := r.PathValue("id")
 	id, ok := positive(v)
@@ -313,6 +333,9 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := noQuery(r); err != nil {
+		return err
+	}
 	var req struct {
 		RequestID *string `json:"request_id"`
 	}
@@ -338,6 +361,9 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
+		return err
+	}
+	if err := noQuery(r); err != nil {
 		return err
 	}
 	if err := decodeOptional(r, &struct{}{}); err != nil {
@@ -411,6 +437,9 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
 	name := r.PathValue("name")
+	if err := noQuery(r); err != nil {
+		return err
+	}
 	if err := decodeOptional(r, &struct{}{}); err != nil {
 		return err
 	}
