@@ -45,7 +45,11 @@ func newRemoteAPI(server, token string) (*remoteAPI, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, driver.Invalid("server", "%q is not an http(s) URL (e.g. http://127.0.0.1:7420)", server)
 	}
-	return &remoteAPI{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second}}, nil
+	// A redirect is not followed but refused (do): a 301 or 302 would be
+	// followed with a GET, which turned an enqueue into a list that read as a
+	// job with id 0 and a purge into a list that read as "purged 0".
+	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &remoteAPI{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second, CheckRedirect: noRedirects}}, nil
 }
 
 // remoteError is an error answered by the server; it unwraps to the sentinel its
@@ -98,6 +102,16 @@ func (r *remoteAPI) do(ctx context.Context, method, path string, query url.Value
 		return 0, fmt.Errorf("server %s: %w", r.base, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		to := resp.Header.Get("Location")
+		if loc, err := resp.Location(); err == nil {
+			loc.Path = strings.TrimSuffix(loc.Path, path)
+			loc.RawPath, loc.RawQuery = "", ""
+			to = loc.String()
+		}
+		return resp.StatusCode, driver.Invalid("server", "%s %s answered %s, a redirect to %s: give the server's own URL as --server (nothing was done)",
+			method, path, resp.Status, to)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("server %s: read answer: %w", r.base, err)
@@ -160,6 +174,9 @@ func (r *remoteAPI) Enqueue(ctx context.Context, kind string, args any, o *drove
 	status, err := r.do(ctx, "POST", "/jobs", nil, body, &j)
 	if err != nil {
 		return nil, err
+	}
+	if j.ID < 1 { // an answer of another shape (a proxy's), read as an empty job
+		return nil, fmt.Errorf("server %s: POST /jobs answered %d without a job", r.base, status)
 	}
 	return &drover.EnqueueResult{Job: &j, Existing: status == http.StatusOK}, nil
 }
