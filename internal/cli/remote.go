@@ -42,8 +42,19 @@ type remoteAPI struct {
 
 func newRemoteAPI(server, token string) (*remoteAPI, error) {
 	u, err := url.Parse(strings.TrimRight(server, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, driver.Invalid("server", "%q is not an http(s) URL (e.g. http://127.0.0.1:7420)", server)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		shown := server
+		if at := strings.LastIndex(server, "@"); at >= 0 { // what is before it may be a password
+			shown = "…" + server[at:]
+		}
+		return nil, driver.Invalid("server", "%q is not an http(s) URL (e.g. http://127.0.0.1:7420)", shown)
+	case u.User != nil:
+		// Refused, as drover worker --server refuses it: every error about
+		// the server would print the URL, password and all.
+		return nil, driver.Invalid("server", "%q: pass credentials as a token (--token), not in the URL", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, driver.Invalid("server", "%q: give the base URL, without a query or fragment", server)
 	}
 	// A redirect is not followed but refused (do): a 301 or 302 would be
 	// followed with a GET, which turned an enqueue into a list that read as a
