@@ -179,7 +179,7 @@ func decodeBytes(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return decodeError(err, v)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return badRequest("request body has data after the JSON object")
@@ -279,7 +279,7 @@ func fieldNames(t reflect.Type) map[string]bool {
 
 var fieldNamesCache sync.Map // reflect.Type → map[string]bool
 
-func decodeError(err error) error {
+func decodeError(err error, v any) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var mbe *http.MaxBytesError
@@ -296,6 +296,7 @@ func decodeError(err error) error {
 		if typ.Field == "" {
 			return badRequest("request body must be a JSON object, got %s", typ.Value)
 		}
+		typ.Field = jsonPath(typ.Field, v)
 		want := jsonKind(typ.Type.String())
 		if num, ok := strings.CutPrefix(typ.Value, "number "); ok && (want == "a number" || want == "an integer" && !strings.ContainsAny(num, ".eE")) {
 			return badRequest("invalid %s: %s is out of range", typ.Field, num)
@@ -305,6 +306,20 @@ func decodeError(err error) error {
 		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
 	return badRequest("invalid request body: %v", err)
+}
+
+// jsonPath is the path of a field in v's JSON as a client wrote it:
+// encoding/json puts the Go name of an embedded struct in front of its
+// fields' names ("fenceRequest.task_id"), which no client sent.
+func jsonPath(field string, v any) string {
+	names := fieldNames(reflect.TypeOf(v))
+	for {
+		first, rest, ok := strings.Cut(field, ".")
+		if !ok || names[first] {
+			return field
+		}
+		field = rest
+	}
 }
 
 func jsonKind(goType string) string {
