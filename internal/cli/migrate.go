@@ -119,12 +119,17 @@ func sqlitePath(url string) (string, bool) {
 	return path, true
 }
 
-// notThroughServer refuses --server on a command that works on the database
-// itself: it would otherwise act on the local ./drover.db while the user meant
-// the server's database.
+// notThroughServer refuses --server and --token on a command that works on
+// the database itself: it would otherwise act on the local ./drover.db while
+// the user meant the server's database, or serve without the token given.
 func notThroughServer(cmd *cobra.Command) error {
 	if cmd.Flags().Changed("server") {
 		return driver.Invalid("server", "%s works on a database (--database-url), not through a server", cmd.CommandPath())
+	}
+	if cmd.Flags().Changed("token") {
+		// `drover server --token T` served without auth: the server's own
+		// tokens are --admin-token and --worker-token.
+		return driver.Invalid("token", "is a client's token for --server; %s takes none (a server's tokens are --admin-token and --worker-token)", cmd.CommandPath())
 	}
 	return nil
 }

@@ -133,6 +133,11 @@ func (g *globals) pickServer(cmd *cobra.Command) error {
 		// (a ./drover.db it would create here), as --database-url "" does not.
 		return driver.Invalid("server", "is empty; give the server's URL (e.g. http://127.0.0.1:7420), or leave --server out to work on the database")
 	}
+	if cmd.Flags().Changed("token") && !cmd.Flags().Changed("server") && (g.server == "" || cmd.Flags().Changed("database-url")) {
+		// A token says a server was meant: without one the command would
+		// work on the database (a ./drover.db it would create here).
+		return driver.Invalid("token", "is for --server, which is not given: %s would work on the database (--database-url)", cmd.CommandPath())
+	}
 	if !cmd.Flags().Changed("database-url") {
 		return nil
 	}
