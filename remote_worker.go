@@ -19,7 +19,9 @@ type RemoteConfig struct {
 	// Token, when set, is sent as "Authorization: Bearer <Token>" (a worker or admin token).
 	Token string
 	// HTTPClient makes the requests [a client without an overall timeout: every
-	// call bounds its own time]. Its Timeout, if set, must exceed WaitSeconds.
+	// call bounds its own time, and that follows no redirect: a 3xx answer is
+	// an error naming where it pointed]. Its Timeout, if set, must exceed
+	// WaitSeconds.
 	HTTPClient *http.Client
 	// WaitSeconds is how long a claim may wait on the server when nothing is
 	// ready (long-poll); Stop ends a waiting claim at once. Negative: no
@@ -103,7 +105,10 @@ func NewRemoteWorker(cfg RemoteConfig, wcfg *WorkerConfig) (*Worker, error) {
 	wait = max(wait, 0)
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		// A redirect is answered, not followed: Go follows a 301, 302 or 303
+		// with a GET, which the server refused 405 without saying why, and a
+		// 307 or 308 sent the worker's token and reports to another host.
+		hc = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if hc.Timeout > 0 && hc.Timeout <= wait {
 		return nil, driver.Invalid("http_client", "timeout %s must be longer than the claim long-poll (%s); raise it or lower WaitSeconds", hc.Timeout, wait)
@@ -128,7 +133,16 @@ func serverURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return "", driver.Invalid("server", "URL %q does not parse: %v", raw, err)
+		// Not the URL itself: what is before an '@' may be a password.
+		shown := raw
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			shown = "…" + raw[at:]
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL it quotes
+		}
+		return "", driver.Invalid("server", "URL %q does not parse: %v", shown, err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return "", driver.Invalid("server", "URL %q: scheme must be http or https", raw)
 	case u.Host == "":

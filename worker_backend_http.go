@@ -498,6 +498,11 @@ func remoteError(path string, resp *http.Response) error {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
+	if resp.StatusCode/100 == 3 {
+		e.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(resp.StatusCode), " ", "_"))
+		e.Message = fmt.Sprintf("%s, a redirect to %q, which the worker does not follow: give the server's own URL", resp.Status, resp.Header.Get("Location"))
+		return e
+	}
 	if json.Unmarshal(raw, &body) == nil && (body.Error.Code != "" || body.Error.Message != "") {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
 	} else {
