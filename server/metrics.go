@@ -32,7 +32,8 @@ type metrics struct {
 func newMetrics(drv driver.Driver) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.claims = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "drover_claims_total", Help: "Jobs claimed and started, by queue.",
+		Name: "drover_claims_total",
+		Help: "Jobs claimed and handed to a worker, by queue: once each, not again for a replayed claim, nor for a claim given back because its worker had left.",
 	}, []string{"queue"})
 	m.completions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "drover_completions_total",

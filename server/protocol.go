@@ -262,8 +262,9 @@ type claimAnswer struct {
 // waits for.
 func (s *Server) claimOrGiveBack(r *http.Request, p driver.ClaimParams, left func() bool, giveBack bool) (tasks []Task, replayed, gone bool, err error) {
 	defer s.work.begin()()
-	tasks, replayed, err = s.claimAndStart(r, p)
+	tasks, fresh, replayed, err := s.claimAndStart(r, p)
 	if err != nil || len(tasks) == 0 || !left() {
+		s.countClaimed(fresh)
 		return tasks, replayed, false, err
 	}
 	// The worker left between the claim's commit and now (before the commit,
@@ -277,15 +278,30 @@ func (s *Server) claimOrGiveBack(r *http.Request, p driver.ClaimParams, left fun
 	// given back: its worker is stopping and only ever gives them back itself
 	// (a collect that timed out left them leased to it, helper-50). The
 	// caller says which (giveBack).
+	// Given back, they were handed to no worker, and drover_claims_total
+	// does not count them: it counted each again when its next worker
+	// claimed it, and claims outran completions for good.
 	if giveBack {
 		s.giveBack(r, tasks)
+	} else {
+		s.countClaimed(fresh)
 	}
 	return nil, false, true, nil
 }
 
+// countClaimed counts, in drover_claims_total, the tasks a claim took
+// (fresh: their queues) and handed to its worker.
+func (s *Server) countClaimed(fresh []string) {
+	for _, q := range fresh {
+		s.metrics.claimed(q)
+	}
+}
+
 // claimAndStart claims and starts; replayed reports an answer to a repeated
-// request_id (tasks an earlier sending claimed).
-func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []Task, replayed bool, err error) {
+// request_id (tasks an earlier sending claimed), and fresh has the queue of
+// each task this call claimed (a replayed task was counted when it was
+// claimed), for the caller to count once it knows they are handed out.
+func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []Task, fresh []string, replayed bool, err error) {
 	p.Start = true // one statement: claimed and running, two events
 	// Not canceled by the worker's departure: a claim canceled mid-statement can
 	// still commit (the query was sent) while the call reports the cancel, and
@@ -295,7 +311,7 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []T
 	defer cancel()
 	jobs, err := s.drv.JobClaim(ctx, p)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	tasks = make([]Task, 0, len(jobs))
 	for _, j := range jobs {
@@ -312,19 +328,19 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []T
 			case errors.Is(err, driver.ErrLeaseLost), errors.Is(err, driver.ErrNotFound):
 				continue // reaped or canceled since: no longer the worker's
 			case err != nil:
-				return nil, false, err
+				return nil, fresh, false, err
 			case res.CancelRequested:
 				continue
 			}
 			j.LeaseExpiresAt = &res.LeaseExpiresAt
 		} else {
-			s.metrics.claimed(j.Queue) // a replayed task was counted when it was claimed
+			fresh = append(fresh, j.Queue)
 		}
 		t := taskOf(j)
 		t.LeaseSeconds = s.cfg.LeaseDuration.Seconds()
 		tasks = append(tasks, t)
 	}
-	return tasks, replayed, nil
+	return tasks, fresh, replayed, nil
 }
 
 // executions is how many times the task's job ran, counting this run, which is
