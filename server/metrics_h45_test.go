@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -91,5 +93,87 @@ func TestClaimGivenBackIsNotCounted(t *testing.T) {
 				t.Errorf(`drover_claims_total{queue="gb"} = %v after one claim handed to a worker; want 1`, got)
 			}
 		})
+	}
+}
+
+// cutAfterReport is the real driver whose reports commit, after which the
+// worker that sent them leaves (cancel ends the request's context), and
+// which then answers the cancel if its context saw it, as pgx does when the
+// cancel arrives while it awaits its COMMIT's reply: the report applied, the
+// call says it was canceled.
+type cutAfterReport struct {
+	driver.Driver
+	cancel context.CancelFunc
+}
+
+func (d *cutAfterReport) cut(ctx context.Context, j *driver.Job, err error) (*driver.Job, error) {
+	d.cancel()
+	if err == nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return j, err
+}
+
+func (d *cutAfterReport) JobComplete(ctx context.Context, p driver.CompleteParams) (*driver.Job, error) {
+	j, err := d.Driver.JobComplete(context.WithoutCancel(ctx), p)
+	return d.cut(ctx, j, err)
+}
+
+func (d *cutAfterReport) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job, error) {
+	j, err := d.Driver.JobFail(context.WithoutCancel(ctx), p)
+	return d.cut(ctx, j, err)
+}
+
+func (d *cutAfterReport) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.Job, error) {
+	j, err := d.Driver.JobSnooze(context.WithoutCancel(ctx), p)
+	return d.cut(ctx, j, err)
+}
+
+// A report whose worker's connection broke after the database committed it,
+// before the answer, is counted in drover_completions_total once: when it
+// was applied. It was counted only when its answer was written, and its
+// resend is a replay, counted nowhere (not to count it twice), so the
+// outcome was counted in no replica's metrics at all.
+func TestReportCutAfterItsCommitIsCountedOnce(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		for _, tc := range []struct{ outcome, report string }{
+			{"succeeded", `"status":"succeeded","output":1`},
+			{"failed", `"status":"failed","error":"bad"`},
+			{"retried", `"status":"retry","error":"again"`},
+			{"snoozed", `"status":"retry","error":"later","snooze_seconds":60`},
+		} {
+			t.Run(kind+"/"+tc.outcome, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				d := &cutAfterReport{Driver: testdb.Open(t, kind), cancel: cancel}
+				c, err := drover.NewClient(d, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := New(c, Config{})
+				t.Cleanup(s.Close)
+				if _, err := c.Enqueue(context.Background(), "k", nil, &drover.EnqueueOpts{Queue: "cut", MaxAttempts: 5}); err != nil {
+					t.Fatal(err)
+				}
+				code, _, body := call(t, s, "POST", "/internal/task-claim", "", []byte(`{"worker_id":"w","queues":["cut"]}`))
+				var ans claimAnswer
+				if code != http.StatusOK || json.Unmarshal(body, &ans) != nil || len(ans.Tasks) != 1 {
+					t.Fatalf("claim: %d %s", code, body)
+				}
+				tk := ans.Tasks[0]
+				report := fmt.Sprintf(`{"task_id":%d,"attempt":%d,"lease_token":%q,"request_id":"R-cut",%s}`, tk.TaskID, tk.Attempt, tk.LeaseToken, tc.report)
+				req := httptest.NewRequestWithContext(ctx, "POST", "/internal/task-complete", strings.NewReader(report))
+				s.ServeHTTP(httptest.NewRecorder(), req) // its answer reaches no one
+				// The worker resends its report, and is answered it as applied.
+				code, hdr, body := call(t, s, "POST", "/internal/task-complete", "", []byte(report))
+				if code != http.StatusOK || hdr.Get(replayedHeader) != "true" {
+					t.Fatalf("resent report: %d %s=%q %s; want 200, a replay of the report the database applied", code, replayedHeader, hdr.Get(replayedHeader), body)
+				}
+				series := fmt.Sprintf(`drover_completions_total{outcome=%q,queue="cut"}`, tc.outcome)
+				if got := metricValue(t, s, series); got != 1 {
+					t.Errorf("%s = %v (-1: no series) after one report applied, its answer cut, then replayed; want 1", series, got)
+				}
+			})
+		}
 	}
 }

@@ -346,8 +346,8 @@ func (s *Server) claimAndStart(r *http.Request, p driver.ClaimParams) (tasks []T
 // executions is how many times the task's job ran, counting this run, which is
 // what backoff grows with (as in the library worker); snoozes and claims that
 // never started do not count. If the job cannot be read, attempt bounds it.
-func (s *Server) executions(r *http.Request, f driver.FenceParams) int {
-	if j, err := s.drv.JobGet(r.Context(), f.ID); err == nil && j.Attempt == f.Attempt && j.Executions > 0 {
+func (s *Server) executions(ctx context.Context, f driver.FenceParams) int {
+	if j, err := s.drv.JobGet(ctx, f.ID); err == nil && j.Attempt == f.Attempt && j.Executions > 0 {
 		return j.Executions
 	}
 	return f.Attempt
@@ -506,6 +506,14 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 	if req.RetryAfterSeconds != nil && (*req.Status != "retry" || req.SnoozeSeconds != nil) {
 		return driver.Invalid("retry_after_seconds", `goes with status "retry" only, without snooze_seconds`)
 	}
+	// The report runs to its end even if its worker leaves, and is counted
+	// in drover_completions_total here, once applied: canceled with the
+	// request, a report whose COMMIT was under way could apply while the
+	// call answered the cancel, and the worker's resend is a replay, counted
+	// nowhere (a replay is not counted again), so its outcome was counted by
+	// no replica. The worker's resend of its request_id is answered it.
+	ctx, cancel := s.detached(r)
+	defer cancel()
 	var job *drover.Job
 	switch *req.Status {
 	case "succeeded":
@@ -529,7 +537,7 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		if len(output) == 0 {
 			output = json.RawMessage("null")
 		}
-		job, err = s.drv.JobComplete(r.Context(), driver.CompleteParams{FenceParams: f, Result: output})
+		job, err = s.drv.JobComplete(ctx, driver.CompleteParams{FenceParams: f, Result: output})
 	case "failed", "retry":
 		if msg == "" {
 			return driver.Invalid("error", "is required when status is %q", *req.Status)
@@ -542,10 +550,10 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 			if d < 0 || math.IsNaN(d) || d > 366*24*3600 {
 				return driver.Invalid("snooze_seconds", "%v, must be 0 to a year", d)
 			}
-			job, err = s.drv.JobSnooze(r.Context(), driver.SnoozeParams{FenceParams: f, Delay: time.Duration(d * float64(time.Second))})
+			job, err = s.drv.JobSnooze(ctx, driver.SnoozeParams{FenceParams: f, Delay: time.Duration(d * float64(time.Second))})
 			break
 		}
-		delay := s.backoff(s.executions(r, f))
+		delay := s.backoff(s.executions(ctx, f))
 		if req.RetryAfterSeconds != nil {
 			d := *req.RetryAfterSeconds
 			if d < 0 || math.IsNaN(d) || d > 366*24*3600 {
@@ -553,7 +561,7 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 			}
 			delay = max(delay, time.Duration(d*float64(time.Second)))
 		}
-		job, err = s.drv.JobFail(r.Context(), driver.FailParams{
+		job, err = s.drv.JobFail(ctx, driver.FailParams{
 			FenceParams: f, Error: msg, Stack: stack, Permanent: *req.Status == "failed", RetryDelay: delay,
 		})
 	default:
