@@ -2,6 +2,7 @@ package driver
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 
 	"github.com/drover-dev/drover/lifecycle"
@@ -72,19 +73,35 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 	}
 	*j = Job{
 		ID: w.ID, Kind: w.Kind, Queue: w.Queue, Attempt: w.Attempt, Executions: w.Executions,
-		MaxAttempts: w.MaxAttempts, Priority: w.Priority, RunAt: w.RunAt, Args: w.Args, Metadata: w.Metadata,
+		MaxAttempts: w.MaxAttempts, Priority: w.Priority, RunAt: w.RunAt, Args: w.Args,
 		Errors: w.Errors, LeaseExpiresAt: w.LeaseExpiresAt, CreatedAt: w.CreatedAt, StartedAt: w.StartedAt,
 		FinishedAt: w.FinishedAt, Rev: w.Rev, RetryOf: w.RetryOf, WorkflowRunID: w.WorkflowRunID,
 	}
 	j.Status = statusOf(w.Status)
-	if string(w.Result) != "" && string(w.Result) != "null" {
+	// null is how the wire shape writes both "none" and a JSON null: the row
+	// has no metadata, and a result on succeeded only, where a handler's null
+	// is its result (as the drivers store it).
+	if isJSONValue(w.Metadata) {
+		j.Metadata = w.Metadata
+	}
+	switch {
+	case isJSONValue(w.Result):
 		j.Result = w.Result
+	case j.Status == lifecycle.StatusSucceeded:
+		j.Result = json.RawMessage("null")
 	}
 	j.Error, j.IdempotencyKey, j.Owner, j.WorkflowNode = deref(w.Error), deref(w.IdempotencyKey), deref(w.Owner), deref(w.WorkflowNode)
 	if w.TimeoutSeconds != nil {
-		j.Timeout = time.Duration(*w.TimeoutSeconds * float64(time.Second))
+		// A timeout is whole milliseconds (Validate); its seconds as a float
+		// times 1e9 can fall a nanosecond short (1.001 s → 1.000999999 s).
+		j.Timeout = time.Duration(math.Round(*w.TimeoutSeconds*1000)) * time.Millisecond
 	}
 	return nil
+}
+
+// isJSONValue reports whether raw holds a JSON value other than null.
+func isJSONValue(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
 }
 
 func strPtr(s string) *string {
