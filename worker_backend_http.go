@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -76,7 +77,9 @@ func (t *remoteTask) job(owner string) *Job {
 		j.Args = json.RawMessage("{}")
 	}
 	if t.TimeoutSeconds != nil && *t.TimeoutSeconds > 0 {
-		j.Timeout = time.Duration(*t.TimeoutSeconds * float64(time.Second))
+		// Whole milliseconds, as every timeout is (driver.Validate): seconds
+		// times 1e9 fell a nanosecond short of 2,333 of the first 100,000.
+		j.Timeout = time.Duration(math.Round(*t.TimeoutSeconds*1000)) * time.Millisecond
 	}
 	return j
 }
