@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,17 @@ import (
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/lifecycle"
 )
+
+// compact spells a JSON value as the HTTP API does, without the spaces
+// PostgreSQL's jsonb (or an enqueuer) put in it: `jobs show` printed {"ok": 1}
+// on the database and {"ok":1} through a server.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
 
 func (g *globals) json(v any) error {
 	enc := json.NewEncoder(g.stdout)
@@ -93,12 +105,12 @@ func (g *globals) printJob(j *drover.Job, events []lifecycle.Event) error {
 	field("attempt", fmt.Sprintf("%d (executions %d of max %d)", j.Attempt, j.Executions, j.MaxAttempts))
 	field("priority", fmt.Sprint(j.Priority))
 	field("run_at", ts(&j.RunAt))
-	field("args", string(j.Args))
+	field("args", compact(j.Args))
 	if len(j.Metadata) > 0 {
-		field("metadata", string(j.Metadata))
+		field("metadata", compact(j.Metadata))
 	}
 	if j.Result != nil {
-		field("result", string(j.Result))
+		field("result", compact(j.Result))
 	}
 	if j.Error != "" {
 		field("error", j.Error)

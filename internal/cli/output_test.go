@@ -88,3 +88,23 @@ func TestTablesEscapeControlCharacters(t *testing.T) {
 		t.Errorf("dlq list -o json: exit %d, %q; want the error as stored", code, stdout)
 	}
 }
+
+// `jobs show` prints a job's JSON values compact, as the HTTP API answers
+// them, so the database and a server show one job alike.
+func TestJobsShowPrintsJSONCompact(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "d.db")
+	if code, _, stderr := run(t, "--database-url", db, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "--database-url", db, "jobs", "enqueue", "k", "--args", `{"ok": 1,  "list": [1, 2]}`); code != 0 {
+		t.Fatalf("jobs enqueue: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := run(t, "--database-url", db, "jobs", "show", "1")
+	if code != 0 {
+		t.Fatalf("jobs show: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, `{"ok":1,"list":[1,2]}`) {
+		t.Errorf("jobs show does not print the args compact, as the API does:\n%s", stdout)
+	}
+}
