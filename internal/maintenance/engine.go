@@ -25,7 +25,9 @@ type Config struct {
 	// false when it stops being leader.
 	OnLeader func(bool)
 	// Publish, if set, also receives the reconciler's wake-ups (queues with
-	// claimable jobs), for an external transport such as NATS.
+	// claimable jobs), for an external transport such as NATS. A pass waits for
+	// it one ReconcileInterval at most; a call that ignores its context keeps
+	// later passes from calling it until it returns, and may outlive Run.
 	Publish func(ctx context.Context, queues []string) error
 }
 
@@ -47,6 +49,8 @@ type Engine struct {
 	trustUntil     atomic.Int64
 	trustUntilWall atomic.Int64
 	born           time.Time
+	// publishing is set while a Config.Publish call has not returned (publish).
+	publishing atomic.Bool
 }
 
 // margin is held back from the lease: the leader stops acting this long before
@@ -250,12 +254,39 @@ func (e *Engine) reconcile(ctx context.Context) {
 		e.log.Warn("wake-up reconciler failed", "err", err)
 	}
 	if e.cfg.Publish != nil {
-		// A transport that stops answering must not hold up the next pass (and
-		// its database wake-ups): each publish gets one reconcile interval.
-		pctx, cancel := context.WithTimeout(ctx, e.cfg.ReconcileInterval)
+		e.publish(ctx, queues)
+	}
+}
+
+// publish hands queues to Config.Publish, waiting for it one reconcile interval
+// at most: a transport that stops answering must not hold up the next pass (and
+// its database wake-ups). The call runs on a goroutine of its own, outside the
+// loops Run waits for, and its context ends with that interval, but a transport
+// may ignore its context (user code, or a client stuck on a dead connection):
+// called inline, it held the reconcile loop, and with it Run's stopLoops, so the
+// engine neither stopped, nor resigned, nor campaigned again for as long as it
+// hung. Now a stuck call delays only wake-ups through the transport: while it
+// has not returned, later passes skip the transport rather than pile calls up
+// behind it, and Run may return before it does.
+func (e *Engine) publish(ctx context.Context, queues []string) {
+	if !e.publishing.CompareAndSwap(false, true) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, e.cfg.ReconcileInterval)
+	done := make(chan error, 1)
+	go func() {
+		defer e.publishing.Store(false)
 		defer cancel()
-		if err := e.cfg.Publish(pctx, queues); err != nil && ctx.Err() == nil {
+		done <- e.cfg.Publish(pctx, queues)
+	}()
+	select {
+	case err := <-done:
+		if err != nil && ctx.Err() == nil {
 			e.log.Warn("wake-up reconciler: transport publish failed", "err", err)
+		}
+	case <-pctx.Done():
+		if ctx.Err() == nil {
+			e.log.Warn("wake-up reconciler: transport publish did not answer within the reconcile interval", "interval", e.cfg.ReconcileInterval)
 		}
 	}
 }
