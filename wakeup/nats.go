@@ -287,19 +287,37 @@ func (n *NATS) publish(ctx context.Context, msgs []*nats.Msg) (failed []*nats.Ms
 // FetchBatch pointers per queue are pulled ahead of the receiver; one the receiver
 // does not take within AckWait/2 is handed back (nak) so another subscriber can
 // have it. Transient errors are logged and retried; they never end the channel.
+// While the server cannot be reached Subscribe still succeeds at once, and the
+// subscription starts delivering once it can; it fails only for an invalid queue
+// name, a closed transport, or a consumer the server refuses.
 func (n *NATS) Subscribe(ctx context.Context, queues []string) (<-chan Message, error) {
 	if len(queues) == 0 {
 		return nil, errors.New("wakeup: subscribe: no queues")
 	}
 	queues = uniq(queues)
-	consumers := make([]jetstream.Consumer, len(queues))
-	for i, q := range queues {
+	for _, q := range queues {
 		if err := driver.ValidateName("queue", q); err != nil {
 			return nil, fmt.Errorf("wakeup: subscribe: %w", err)
 		}
+	}
+	// A consumer that cannot be created now because the server cannot be reached
+	// is left to the subscription's pull loop, which creates it once the server
+	// is back; only the server's refusal (a conflicting consumer, permissions)
+	// fails Subscribe. Before, a Subscribe during an outage of NATS waited the
+	// client's request timeout (5s) for each queue and failed, and a worker
+	// starting then went without the transport's wake-ups until restarted.
+	consumers := make([]jetstream.Consumer, len(queues))
+	for i, q := range queues {
+		if !n.nc.IsConnected() {
+			continue
+		}
 		c, err := n.ensureConsumer(ctx, q)
 		if err != nil {
-			return nil, err
+			if refused(err) || ctx.Err() != nil {
+				return nil, err
+			}
+			n.log.Warn("wake-up subscriber: create consumer failed; retrying in the background", "queue", q, "err", err)
+			c = nil
 		}
 		consumers[i] = c
 	}
@@ -477,6 +495,17 @@ func (n *NATS) Close() error {
 	n.subs.Wait()
 	n.nc.Close()
 	return nil
+}
+
+// refused reports whether err is the JetStream server's answer refusing a
+// request, as against a failure to reach it. A missing stream, which the pull
+// loop recreates, and a server-side unavailability (5xx) are not refusals.
+func refused(err error) bool {
+	var jerr jetstream.JetStreamError
+	if !errors.As(err, &jerr) || jerr.APIError() == nil {
+		return false
+	}
+	return !errors.Is(err, jetstream.ErrStreamNotFound) && jerr.APIError().Code < 500
 }
 
 // waitFor waits d or until ctx ends; it reports whether ctx is still alive.
