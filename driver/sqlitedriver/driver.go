@@ -86,7 +86,7 @@ func Open(path string, opts Options) (*Driver, error) {
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
 	// Ping creates the file and switches it to WAL before any reader opens it.
-	if err := write.Ping(); err != nil {
+	if err := connect(write, isMemory(path)); err != nil {
 		write.Close()
 		if dir := missingDir(file); dir != "" {
 			// SQLite says only "unable to open database file".
@@ -104,17 +104,6 @@ func Open(path string, opts Options) (*Driver, error) {
 		// Each connection to ":memory:" is its own database: share the one writer.
 		return d, nil
 	}
-	// SQLite leaves a file it cannot put in WAL (a VFS without shared memory,
-	// another process's exclusive lock) in its old mode without an error.
-	var mode string
-	if err := write.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open sqlite %q: %w", path, err)
-	}
-	if !strings.EqualFold(mode, "wal") {
-		write.Close()
-		return nil, fmt.Errorf("open sqlite %q: the file could not be switched to WAL (journal_mode is %s), which the driver needs", path, mode)
-	}
 	readDSN, err := dsn(file, true)
 	if err != nil {
 		write.Close()
@@ -129,6 +118,53 @@ func Open(path string, opts Options) (*Driver, error) {
 	read.SetMaxIdleConns(n)
 	d.read = read
 	return d, nil
+}
+
+// openBusyWait bounds how long Open tries again while SQLite answers busy.
+const openBusyWait = 10 * time.Second
+
+// connect opens write's connection, which creates the file and applies the
+// DSN's pragmas, WAL among them, and checks that the file is in WAL (unless
+// it is in memory). Processes opening one new file at once found SQLite
+// answering the switch to WAL with SQLITE_BUSY at once, without waiting in
+// its busy handler (a lock upgrade that could deadlock is not waited for):
+// one of four processes' Open failed with "database is locked" in about a
+// round in four. A busy answer is tried again, for up to openBusyWait.
+func connect(write *sql.DB, memory bool) error {
+	deadline := time.Now().Add(openBusyWait)
+	for {
+		err := connectOnce(write, memory)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond) // SQLite's busy handler would have waited; it did not
+	}
+}
+
+func connectOnce(write *sql.DB, memory bool) error {
+	if err := write.Ping(); err != nil {
+		return err
+	}
+	if memory {
+		return nil
+	}
+	// SQLite leaves a file it cannot put in WAL (a VFS without shared memory,
+	// another process's exclusive lock) in its old mode without an error: the
+	// switch is asked again, and the file refused if it stays out.
+	var mode string
+	if err := write.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if strings.EqualFold(mode, "wal") {
+		return nil
+	}
+	if err := write.QueryRow("PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("the file could not be switched to WAL (journal_mode is %s), which the driver needs", mode)
+	}
+	return nil
 }
 
 // absolute returns path with a relative file name made absolute against the
