@@ -88,14 +88,7 @@ func TestMultiProcessMigrationKilled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "drover.db")
-	d, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := openMigratedAt(t, path)
 	const jobs = 2_000
 	ps := make([]driver.InsertParams, 1000)
 	for i := range ps {
@@ -183,14 +176,7 @@ func TestMultiProcessKilledWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "drover.db")
-	d, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := openMigratedAt(t, path)
 	res, err := d.JobInsertMany(ctx, []driver.InsertParams{params("mp")})
 	if err != nil {
 		t.Fatal(err)

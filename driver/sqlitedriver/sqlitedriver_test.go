@@ -18,7 +18,14 @@ import (
 // openTest opens a fresh, migrated driver on its own file in t.TempDir().
 func openTest(t *testing.T) *Driver {
 	t.Helper()
-	d, err := Open(filepath.Join(t.TempDir(), "drover.db"), Options{})
+	return openMigratedAt(t, filepath.Join(t.TempDir(), "drover.db"))
+}
+
+// openMigratedAt opens a migrated driver on the file at path, closed at
+// cleanup: for a test whose other processes open the same file.
+func openMigratedAt(t *testing.T, path string) *Driver {
+	t.Helper()
+	d, err := Open(path, Options{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
