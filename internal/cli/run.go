@@ -331,15 +331,22 @@ func newDevCmd(g *globals) *cobra.Command {
 			return g.runNode(cmd.Context(), nodeOpts{flags: n, migrate: true, worker: true, server: sf,
 				ready: func(c *drover.Client, w *drover.Worker, addr string) error {
 					out := g.stderr
+					// The demo jobs and the hints go to a queue this worker works:
+					// default if it is one of them, else the first (--queues emails).
+					queue := devQueue(n.queues)
+					onQueue, qFlag, qField := "", "", ""
+					if queue != drover.DefaultQueue {
+						onQueue, qFlag, qField = " on queue "+queue, " --queue "+queue, `"queue":"`+queue+`",`
+					}
 					fmt.Fprintf(out, "Drover dev\n  API:      %s  (try: curl %s/healthz)\n  database: %s\n  worker:   %s (queues %s, concurrency %d)\n  kinds:    echo, sleep, fail, noop\n",
 						addr, addr, describeURL(g.databaseURL), w.ID(), n.queues, n.concurrency)
 					if seed {
-						fresh, err := seedDemo(cmd.Context(), c)
+						fresh, err := seedDemo(cmd.Context(), c, queue)
 						if err != nil {
 							return err
 						}
 						if fresh > 0 {
-							fmt.Fprintf(out, "  seeded %d demo jobs (echo, sleep, fail); watch them below\n", fresh)
+							fmt.Fprintf(out, "  seeded %d demo jobs (echo, sleep, fail)%s; watch them below\n", fresh, onQueue)
 						} else {
 							fmt.Fprintln(out, "  demo jobs: seeded at an earlier start (once per database); nothing new")
 						}
@@ -348,8 +355,8 @@ func newDevCmd(g *globals) *cobra.Command {
 					if g.databaseURL != DefaultDatabaseURL {
 						db = " --database-url " + shellQuote(hintURL(g.databaseURL))
 					}
-					fmt.Fprintf(out, "\nIn another terminal:\n  drover%s jobs enqueue echo --args '{\"hello\":\"world\"}'\n  drover%s jobs list\n  drover%s dlq list\n", db, db, db)
-					fmt.Fprintf(out, "  curl -s -X POST %s/jobs -H 'Content-Type: application/json' -d '{\"kind\":\"echo\",\"args\":{\"hello\":\"http\"}}'\nPress Ctrl-C to stop.\n\n", addr)
+					fmt.Fprintf(out, "\nIn another terminal:\n  drover%s jobs enqueue echo%s --args '{\"hello\":\"world\"}'\n  drover%s jobs list\n  drover%s dlq list\n", db, qFlag, db, db)
+					fmt.Fprintf(out, "  curl -s -X POST %s/jobs -H 'Content-Type: application/json' -d '{\"kind\":\"echo\",%s\"args\":{\"hello\":\"http\"}}'\nPress Ctrl-C to stop.\n\n", addr, qField)
 					return nil
 				}})
 		},
@@ -360,14 +367,30 @@ func newDevCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// seedDemo enqueues one job of each demo kind; idempotency keys make restarts a
-// no-op. It returns how many it enqueued now.
-func seedDemo(ctx context.Context, c *drover.Client) (int, error) {
+// devQueue is the queue drover dev seeds and hints at, of the queues its
+// worker works (--queues, checked already): the default queue if it is one of
+// them, else the first.
+func devQueue(queues string) string {
+	qs := splitList(queues)
+	for _, q := range qs {
+		if q == drover.DefaultQueue {
+			return q
+		}
+	}
+	if len(qs) == 0 {
+		return drover.DefaultQueue
+	}
+	return qs[0]
+}
+
+// seedDemo enqueues one job of each demo kind on queue; idempotency keys make
+// restarts a no-op. It returns how many it enqueued now.
+func seedDemo(ctx context.Context, c *drover.Client, queue string) (int, error) {
 	res, err := c.EnqueueMany(ctx, []drover.EnqueueParams{
-		{Kind: "echo", Args: map[string]string{"hello": "drover"}, Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-echo"}},
-		{Kind: "sleep", Args: map[string]int{"ms": 1500}, Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-sleep"}},
+		{Kind: "echo", Args: map[string]string{"hello": "drover"}, Opts: &drover.EnqueueOpts{Queue: queue, IdempotencyKey: "dev-seed-echo"}},
+		{Kind: "sleep", Args: map[string]int{"ms": 1500}, Opts: &drover.EnqueueOpts{Queue: queue, IdempotencyKey: "dev-seed-sleep"}},
 		{Kind: "fail", Args: map[string]string{"message": "this job always fails; after 3 attempts it is in the DLQ"},
-			Opts: &drover.EnqueueOpts{IdempotencyKey: "dev-seed-fail", MaxAttempts: 3}},
+			Opts: &drover.EnqueueOpts{Queue: queue, IdempotencyKey: "dev-seed-fail", MaxAttempts: 3}},
 	})
 	fresh := 0
 	for _, r := range res {

@@ -20,7 +20,7 @@ func TestSeedDemoOncePerDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []int{3, 0} {
-		n, err := seedDemo(context.Background(), c)
+		n, err := seedDemo(context.Background(), c, drover.DefaultQueue)
 		if err != nil || n != want {
 			t.Fatalf("start %d: seedDemo = %d, %v; want %d", i+1, n, err, want)
 		}
