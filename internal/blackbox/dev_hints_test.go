@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -131,4 +132,63 @@ func TestDevSeedsAndHintsTheQueueItWorks(t *testing.T) {
 	var j job
 	c.want(201, "POST", "/jobs", curlBody(t, d.hint(t, "curl -s -X POST")), &j)
 	waitSucceeded(t, c, j.ID, "the job of dev's curl hint")
+}
+
+// followCurl sends the request of a printed curl POST hint as written, its
+// -H headers included, with "<admin token>" read as token.
+func followCurl(t *testing.T, hint, token string) response {
+	t.Helper()
+	f := strings.Fields(hint)
+	if len(f) < 5 || f[0] != "curl" || f[3] != "POST" {
+		t.Fatalf("hint %q is not a curl POST", hint)
+	}
+	req, err := http.NewRequest("POST", f[4], strings.NewReader(curlBody(t, hint)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rest := hint; ; {
+		var h string
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "-H '"); !ok {
+			break
+		}
+		h, rest, _ = strings.Cut(rest, "'")
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Set(k, strings.ReplaceAll(v, "<admin token>", token))
+	}
+	return (&client{t: t}).send(req)
+}
+
+// drover dev's curl hint works when the API asks for tokens: with
+// --admin-token it carries an Authorization header for it (not the token
+// itself), and with only --worker-token, which opens /internal/* alone, it is
+// not printed as one that would work. It was printed bare, and answered 401.
+func TestDevCurlHintWithTokens(t *testing.T) {
+	t.Parallel()
+	t.Run("admin token", func(t *testing.T) {
+		t.Parallel()
+		const token = "s3cret-admin"
+		d := startDev(t, "--admin-token", token, "--seed=false")
+		h := d.hint(t, "curl -s -X POST")
+		if strings.Contains(d.banner, token) {
+			t.Errorf("drover dev printed its admin token:\n%s", d.banner)
+		}
+		if r := followCurl(t, h, token); r.status != 201 {
+			t.Errorf("curl hint %q, sent with the admin token: status %d, want 201: %s", h, r.status, r.body)
+		}
+	})
+	t.Run("worker token only", func(t *testing.T) {
+		t.Parallel()
+		d := startDev(t, "--worker-token", "s3cret-worker", "--seed=false")
+		for _, line := range strings.Split(d.banner, "\n") {
+			if line = strings.TrimSpace(line); strings.HasPrefix(line, "curl -s -X POST") {
+				if r := followCurl(t, line, ""); r.status != 201 {
+					t.Errorf("curl hint %q: status %d, want 201 (or no such hint): %s", line, r.status, r.body)
+				}
+			}
+		}
+		if !strings.Contains(d.banner, "--admin-token") {
+			t.Errorf("drover dev with only --worker-token does not say the API needs --admin-token:\n%s", d.banner)
+		}
+	})
 }

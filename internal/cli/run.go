@@ -356,7 +356,19 @@ func newDevCmd(g *globals) *cobra.Command {
 						db = " --database-url " + shellQuote(hintURL(g.databaseURL))
 					}
 					fmt.Fprintf(out, "\nIn another terminal:\n  drover%s jobs enqueue echo%s --args '{\"hello\":\"world\"}'\n  drover%s jobs list\n  drover%s dlq list\n", db, qFlag, db, db)
-					fmt.Fprintf(out, "  curl -s -X POST %s/jobs -H 'Content-Type: application/json' -d '{\"kind\":\"echo\",%s\"args\":{\"hello\":\"http\"}}'\nPress Ctrl-C to stop.\n\n", addr, qField)
+					// With tokens the API answers /jobs only to the admin token:
+					// the hint names where it goes (not the token itself, which
+					// a terminal's scrollback would keep), or, with none, says so.
+					if sf.adminToken == "" && sf.workerToken != "" {
+						fmt.Fprintln(out, "  (the HTTP API's /jobs needs --admin-token: with only --worker-token it serves /internal/* alone)")
+					} else {
+						auth := ""
+						if sf.adminToken != "" {
+							auth = " -H 'Authorization: Bearer <admin token>'"
+						}
+						fmt.Fprintf(out, "  curl -s -X POST %s/jobs -H 'Content-Type: application/json'%s -d '{\"kind\":\"echo\",%s\"args\":{\"hello\":\"http\"}}'\n", addr, auth, qField)
+					}
+					fmt.Fprint(out, "Press Ctrl-C to stop.\n\n")
 					return nil
 				}})
 		},
