@@ -51,7 +51,7 @@ func (n *nodeFlags) register(cmd *cobra.Command, works bool) {
 	f.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for running jobs and HTTP requests (0: it does not wait)")
 	f.BoolVar(&n.noEngine, "no-engine", false, "do not campaign to run the maintenance loops")
 	f.StringVar(&n.id, "id", envOr("DROVER_WORKER_ID", ""), "worker id (default host-pid-random; env DROVER_WORKER_ID)")
-	f.StringVar(&n.natsURL, "nats-url", os.Getenv("DROVER_NATS_URL"), "NATS JetStream server for wake-up pointers, e.g. nats://127.0.0.1:4222 (env DROVER_NATS_URL)")
+	f.StringVar(&n.natsURL, "nats-url", os.Getenv("DROVER_NATS_URL"), "NATS JetStream server for wake-up pointers, e.g. nats://127.0.0.1:4222; not with drover worker --server (env DROVER_NATS_URL)")
 }
 
 // queueMap checks the flags and returns the worker's queues (nil for a
@@ -306,6 +306,10 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.server != "" {
+				if cmd.Flags().Changed("nats-url") {
+					// Not used through a server: it was ignored without a word.
+					return driver.Invalid("nats-url", "is for a worker on the database; with --server the server wakes the worker's claims (give --nats-url to drover server)")
+				}
 				return g.runRemoteWorker(cmd.Context(), n)
 			}
 			return g.runNode(cmd.Context(), nodeOpts{flags: n, worker: true,
