@@ -558,7 +558,7 @@ func pauseOutsideWrite(t *testing.T, drv driver.Driver, p *helperProc) {
 	probe := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return drv.LeaderResign(ctx, "write-probe") // a write that changes nothing
+		return drv.LeaderResign(ctx, "write-probe", "") // a write that changes nothing
 	}
 	for try := 1; ; try++ {
 		testproc.Stop(t, p.cmd.Process)

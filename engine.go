@@ -16,9 +16,11 @@ import (
 // do negative periods and TTLs; a positive LeaderTTL below MinLeaderTTL, or a
 // positive period below 10ms, makes Run fail at once.
 type EngineConfig struct {
-	// ID is this process's candidate id [host-pid-random]. It must be unique to
-	// the process: the election extends a lease held under the same id, so two
-	// engines given one ID would both lead.
+	// ID is this process's candidate id [host-pid-random], the leader's name
+	// in the lease row. Two engines may share one (a hostname, a copied
+	// config): each Run takes a random token the lease row keeps, and only
+	// that Run extends or resigns the lease, so the other waits until it is
+	// free or expired, as an engine of another ID does.
 	ID                string
 	LeaderTTL         time.Duration // leadership lease; a successor takes over within ~TTL of a crash [15s]
 	ReapInterval      time.Duration // lease reaper period [1s]

@@ -142,11 +142,12 @@ type Driver interface {
 	// QueuesReady returns the queues that have claimable jobs now.
 	QueuesReady(ctx context.Context, now *time.Time) ([]string, error)
 
-	// LeaderAttemptElect makes ID the leader if there is none or the lease expired,
-	// or extends the lease if ID leads already; reports whether ID leads.
+	// LeaderAttemptElect makes ID the leader, under Token, if there is none or
+	// the lease expired, or extends the lease if ID leads already under the
+	// same Token; reports whether ID leads under Token.
 	LeaderAttemptElect(ctx context.Context, params LeaderParams) (bool, error)
-	// LeaderResign gives up leadership if ID holds it.
-	LeaderResign(ctx context.Context, id string) error
+	// LeaderResign gives up leadership if id holds it under token.
+	LeaderResign(ctx context.Context, id, token string) error
 	// LeaderGet returns the current leader (ErrNotFound if none ever was).
 	LeaderGet(ctx context.Context) (Leader, error)
 
@@ -456,9 +457,13 @@ type QueueInfo struct {
 
 // LeaderParams asks for or extends leadership.
 type LeaderParams struct {
-	ID  string
-	TTL time.Duration
-	Now *time.Time
+	ID string
+	// Token tells apart two candidates of one ID (two engines given the same
+	// EngineConfig.ID): only the Token that took the lease extends or resigns
+	// it. The maintenance engine takes a random one each Run.
+	Token string
+	TTL   time.Duration
+	Now   *time.Time
 }
 
 // Leader is the current holder of the leadership lease.

@@ -11,6 +11,7 @@ import (
 // leaderTests cover the leadership lease; time moves through LeaderParams.Now.
 var leaderTests = []suiteTest{
 	{"ElectExpireResign", testLeader},
+	{"SameIDOtherToken", testLeaderToken},
 }
 
 // wakeupTests cover wake-up delivery.
@@ -25,13 +26,26 @@ var driverTests = []suiteTest{
 	{"NamePingMigrate", testDriverBasics},
 }
 
+// elect asks for the lease as id under the token "token-"+id.
 func (h *harness) elect(id string, now time.Duration) bool {
 	h.t.Helper()
-	ok, err := h.d.LeaderAttemptElect(h.ctx, driver.LeaderParams{ID: id, TTL: 30 * time.Second, Now: h.at(now)})
+	return h.electAs(id, "token-"+id, now)
+}
+
+func (h *harness) electAs(id, token string, now time.Duration) bool {
+	h.t.Helper()
+	ok, err := h.d.LeaderAttemptElect(h.ctx, driver.LeaderParams{ID: id, Token: token, TTL: 30 * time.Second, Now: h.at(now)})
 	if err != nil {
-		h.t.Fatalf("LeaderAttemptElect(%s, t0+%s): %v", id, now, err)
+		h.t.Fatalf("LeaderAttemptElect(%s, %s, t0+%s): %v", id, token, now, err)
 	}
 	return ok
+}
+
+func (h *harness) resign(id, token string) {
+	h.t.Helper()
+	if err := h.d.LeaderResign(h.ctx, id, token); err != nil {
+		h.t.Fatalf("LeaderResign(%s, %s): %v", id, token, err)
+	}
 }
 
 func (h *harness) wantLeader(id string, expires time.Duration) {
@@ -71,20 +85,60 @@ func testLeader(h *harness) {
 	}
 	h.wantLeader("b", 71*time.Second)
 	// Resigning as a non-leader changes nothing.
-	if err := h.d.LeaderResign(h.ctx, "a"); err != nil {
-		h.t.Fatalf("LeaderResign(a) by a non-leader: %v", err)
-	}
+	h.resign("a", "token-a")
 	h.wantLeader("b", 71*time.Second)
 	if h.elect("a", 43*time.Second) {
 		h.t.Errorf("elect a after a's own resign (b leads) = true, want false")
 	}
-	if err := h.d.LeaderResign(h.ctx, "b"); err != nil {
-		h.t.Fatalf("LeaderResign(b): %v", err)
-	}
+	h.resign("b", "token-b")
 	if !h.elect("a", 44*time.Second) {
 		h.t.Errorf("elect a after b resigned = false, want true (resign frees the lease at once)")
 	}
 	h.wantLeader("a", 74*time.Second)
+}
+
+// testLeaderToken: two candidates of one id (two engines given the same
+// EngineConfig.ID) are told apart by their tokens. The one whose token took
+// the lease extends it; the other neither extends nor resigns it, and takes
+// it only once it expired or was resigned, after which the first can do
+// neither. The election matched the id alone, so both led at once.
+func testLeaderToken(h *harness) {
+	steps := []struct {
+		token string
+		now   time.Duration
+		want  bool
+		why   string
+	}{
+		{"one", 0, true, "no leader yet"},
+		{"two", time.Second, false, "one's lease is valid: same id, another token"},
+		{"one", 10 * time.Second, true, "one extends its lease to t0+40s"},
+		{"two", 39 * time.Second, false, "one's extended lease is still valid"},
+	}
+	for _, s := range steps {
+		if got := h.electAs("host", s.token, s.now); got != s.want {
+			h.t.Errorf("elect host/%s at t0+%s = %v, want %v (%s)", s.token, s.now, got, s.want, s.why)
+		}
+	}
+	h.wantLeader("host", 40*time.Second)
+	h.resign("host", "two")
+	if h.electAs("host", "two", 39*time.Second) {
+		h.t.Errorf("elect host/two after its resign of one's lease = true, want false (the resign of another token changes nothing)")
+	}
+	h.wantLeader("host", 40*time.Second)
+	if !h.electAs("host", "two", 41*time.Second) {
+		h.t.Errorf("elect host/two at t0+41s = false, want true (one's lease expired)")
+	}
+	if h.electAs("host", "one", 42*time.Second) {
+		h.t.Errorf("elect host/one at t0+42s = true, want false (two took the expired lease: one may not extend it)")
+	}
+	h.wantLeader("host", 71*time.Second)
+	h.resign("host", "one")
+	h.wantLeader("host", 71*time.Second)
+	h.resign("host", "two")
+	if !h.electAs("host", "one", 43*time.Second) {
+		h.t.Errorf("elect host/one after two resigned = false, want true (resign frees the lease at once)")
+	}
+	h.wantLeader("host", 73*time.Second)
 }
 
 // wakeWatch reads one subscription's wake-ups, for at most 10 s in all.

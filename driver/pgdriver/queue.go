@@ -106,20 +106,20 @@ func (d *Driver) QueuesReady(ctx context.Context, now *time.Time) ([]string, err
 
 // LeaderAttemptElect implements driver.Driver.
 func (d *Driver) LeaderAttemptElect(ctx context.Context, p driver.LeaderParams) (bool, error) {
-	var id string
-	err := d.pool.QueryRow(ctx, queries.Get("LeaderAttemptElect"), p.ID, micros(p.TTL), nowArg(p.Now)).Scan(&id)
+	var id, token string
+	err := d.pool.QueryRow(ctx, queries.Get("LeaderAttemptElect"), p.ID, micros(p.TTL), nowArg(p.Now), p.Token).Scan(&id, &token)
 	if isNoRows(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("elect leader: %w", err)
 	}
-	return id == p.ID, nil
+	return id == p.ID && token == p.Token, nil
 }
 
 // LeaderResign implements driver.Driver.
-func (d *Driver) LeaderResign(ctx context.Context, id string) error {
-	if _, err := d.pool.Exec(ctx, queries.Get("LeaderResign"), id); err != nil {
+func (d *Driver) LeaderResign(ctx context.Context, id, token string) error {
+	if _, err := d.pool.Exec(ctx, queries.Get("LeaderResign"), id, token); err != nil {
 		return fmt.Errorf("resign leadership: %w", err)
 	}
 	return nil

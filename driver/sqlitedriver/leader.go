@@ -9,32 +9,35 @@ import (
 	"github.com/drover-dev/drover/driver"
 )
 
-// LeaderAttemptElect makes ID the leader for TTL if there is no leader or its
-// lease expired, or extends the lease if ID leads already; it reports whether
-// ID leads. One upsert decides, so two electors cannot both win.
+// LeaderAttemptElect makes ID the leader under Token for TTL if there is no
+// leader or its lease expired, or extends the lease if ID leads already under
+// Token; it reports whether ID leads under Token. One upsert decides, so two
+// electors cannot both win.
 func (d *Driver) LeaderAttemptElect(ctx context.Context, p driver.LeaderParams) (bool, error) {
 	if p.ID == "" {
 		return false, fmt.Errorf("elect leader: %w", driver.Invalid("id", "must not be empty"))
 	}
 	now := clock(p.Now)
-	var leader string
+	var leader, token string
 	err := d.write.QueryRowContext(ctx, queries.Get("LeaderAttemptElect"),
 		sql.Named("leader_id", p.ID),
+		sql.Named("token", p.Token),
 		sql.Named("now", micros(now)),
 		sql.Named("expires_at", micros(now.Add(p.TTL))),
-	).Scan(&leader)
+	).Scan(&leader, &token)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("elect leader %q: %w", p.ID, err)
 	}
-	return leader == p.ID, nil
+	return leader == p.ID && token == p.Token, nil
 }
 
-// LeaderResign gives up leadership if id holds it; otherwise it does nothing.
-func (d *Driver) LeaderResign(ctx context.Context, id string) error {
-	if _, err := d.write.ExecContext(ctx, queries.Get("LeaderResign"), sql.Named("leader_id", id)); err != nil {
+// LeaderResign gives up leadership if id holds it under token; otherwise it
+// does nothing.
+func (d *Driver) LeaderResign(ctx context.Context, id, token string) error {
+	if _, err := d.write.ExecContext(ctx, queries.Get("LeaderResign"), sql.Named("leader_id", id), sql.Named("token", token)); err != nil {
 		return fmt.Errorf("resign leader %q: %w", id, err)
 	}
 	return nil

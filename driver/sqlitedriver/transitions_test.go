@@ -408,13 +408,13 @@ func TestLeader(t *testing.T) {
 	if elect("b", 15*time.Second) || !elect("b", 16*time.Second) {
 		t.Fatal("b should take over only after a's lease expired")
 	}
-	if err := f.d.LeaderResign(f.ctx, "a"); err != nil {
+	if err := f.d.LeaderResign(f.ctx, "a", ""); err != nil {
 		t.Fatal(err)
 	}
 	if l, _ := f.d.LeaderGet(f.ctx); l.ID != "b" {
 		t.Fatalf("a's resignation removed b: leader %+v", l)
 	}
-	if err := f.d.LeaderResign(f.ctx, "b"); err != nil {
+	if err := f.d.LeaderResign(f.ctx, "b", ""); err != nil {
 		t.Fatal(err)
 	}
 	if !elect("c", 17*time.Second) {

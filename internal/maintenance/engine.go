@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -98,6 +99,10 @@ func (e *Engine) Reaped() int64 { return e.reaped.Load() }
 // Run campaigns for leadership until ctx ends, running the loops while leading,
 // and resigns on the way out so a successor need not wait for the lease to expire.
 func (e *Engine) Run(ctx context.Context) {
+	// This Run's token: only it extends or resigns the lease it takes, so an
+	// engine of the same ID (a hostname, a copied config) in another process
+	// waits for the lease to be free or expired instead of sharing it.
+	token := rand.Text()
 	// The leader extends every TTL/3; a candidate tries every TTL/10, so it
 	// takes over at most TTL/10 after the lease it waits for expires.
 	interval, candidate := e.cfg.LeaderTTL/3, e.cfg.LeaderTTL/10
@@ -123,7 +128,7 @@ func (e *Engine) Run(ctx context.Context) {
 		stopLoops("leadership released: shutting down")
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = e.drv.LeaderResign(rctx, e.cfg.ID)
+		_ = e.drv.LeaderResign(rctx, e.cfg.ID, token)
 	}()
 	for {
 		asked := time.Now()
@@ -140,7 +145,7 @@ func (e *Engine) Run(ctx context.Context) {
 			timeout = max(min(timeout, mono, wall), 0)
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
-		lead, err := e.drv.LeaderAttemptElect(actx, driver.LeaderParams{ID: e.cfg.ID, TTL: e.cfg.LeaderTTL})
+		lead, err := e.drv.LeaderAttemptElect(actx, driver.LeaderParams{ID: e.cfg.ID, Token: token, TTL: e.cfg.LeaderTTL})
 		cancel()
 		switch {
 		case err != nil:

@@ -18,8 +18,8 @@ type resignSignal struct {
 	resigned chan struct{}
 }
 
-func (d *resignSignal) LeaderResign(ctx context.Context, id string) error {
-	err := d.wakeupCounter.LeaderResign(ctx, id)
+func (d *resignSignal) LeaderResign(ctx context.Context, id, token string) error {
+	err := d.wakeupCounter.LeaderResign(ctx, id, token)
 	d.resigned <- struct{}{}
 	return err
 }

@@ -55,18 +55,22 @@ ORDER BY qs.queue;
 SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q;
 
 -- name: LeaderAttemptElect
--- Take the lease when there is none or it expired; extend it when we hold it.
-INSERT INTO drover_leader (name, leader_id, elected_at, expires_at)
-VALUES ('default', $1, coalesce($3::timestamptz, now()), coalesce($3::timestamptz, now()) + $2::bigint * interval '1 microsecond')
+-- Take the lease when there is none or it expired; extend it when we hold it:
+-- our id and our Run's token ($4; another engine of the same id has another).
+INSERT INTO drover_leader (name, leader_id, token, elected_at, expires_at)
+VALUES ('default', $1, $4, coalesce($3::timestamptz, now()), coalesce($3::timestamptz, now()) + $2::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE SET
     leader_id = EXCLUDED.leader_id,
-    elected_at = CASE WHEN drover_leader.leader_id = EXCLUDED.leader_id THEN drover_leader.elected_at ELSE EXCLUDED.elected_at END,
+    token = EXCLUDED.token,
+    elected_at = CASE WHEN drover_leader.leader_id = EXCLUDED.leader_id AND drover_leader.token = EXCLUDED.token
+        THEN drover_leader.elected_at ELSE EXCLUDED.elected_at END,
     expires_at = EXCLUDED.expires_at
-WHERE drover_leader.leader_id = EXCLUDED.leader_id OR drover_leader.expires_at < EXCLUDED.elected_at
-RETURNING leader_id;
+WHERE (drover_leader.leader_id = EXCLUDED.leader_id AND drover_leader.token = EXCLUDED.token)
+   OR drover_leader.expires_at < EXCLUDED.elected_at
+RETURNING leader_id, token;
 
 -- name: LeaderResign
-DELETE FROM drover_leader WHERE name = 'default' AND leader_id = $1;
+DELETE FROM drover_leader WHERE name = 'default' AND leader_id = $1 AND token = $2;
 
 -- name: LeaderGet
 SELECT leader_id, expires_at FROM drover_leader WHERE name = 'default';

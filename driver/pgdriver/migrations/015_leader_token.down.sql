@@ -1,0 +1,1 @@
+ALTER TABLE drover_leader DROP COLUMN token;
