@@ -137,6 +137,11 @@ func run(args []string) (runErr error) {
 			return fmt.Errorf("%s must be positive, got %s", d.flag, d.v)
 		}
 	}
+	// The latency workload offers rate × duration jobs, rounded down: fewer
+	// than one offered none, and its line read met on the p50 and p99 of no job.
+	if contains(wl, "latency") && float64(*latRate)*latDur.Seconds() < 1 {
+		return fmt.Errorf("--latency-duration %s at --latency-rate %d/s offers no job; offer at least one (rate × duration ≥ 1)", *latDur, *latRate)
+	}
 	if !(*backlogFut >= 0 && *backlogFut <= 1) { // NaN too
 		return fmt.Errorf("--backlog-future must be a fraction from 0 to 1, got %v", *backlogFut)
 	}

@@ -101,6 +101,9 @@ func targets(results []result) []target {
 		switch {
 		case r.Error != "":
 			t.figure = "the run failed"
+		case r.StartP50 <= 0:
+			// No job started (none was offered): no latency, not a met line.
+			t.figure = "no latency measured"
 		case rate > 0 && r.AchievedPerSec > 0 && r.AchievedPerSec < targetOffered*rate:
 			// The line is at the rate asked: a run whose enqueuers fell
 			// behind measured a lighter load, however fast it was.
