@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"os/signal"
@@ -24,6 +25,10 @@ import (
 )
 
 var allWorkloads = []string{"burn-down", "continuous", "latency", "backlog"}
+
+// droverMinPollMS is the shortest WorkerConfig.PollInterval Drover takes (its
+// documented bound, 10ms; not exported).
+const droverMinPollMS = 10
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -165,6 +170,27 @@ func run(args []string) (runErr error) {
 		if n.v > n.max {
 			return fmt.Errorf("%s must be at most %d (%s bound), got %d", n.flag, n.max, n.whose, n.v)
 		}
+	}
+	// And their lower bounds: Drover's poll interval (WorkerConfig: at least
+	// 10ms) and River's fetch settings (at least 1ms, the poll no shorter than
+	// the cooldown) were refused only by the system's start, so the run went
+	// on with the others and showed that system's runs as ERROR.
+	if *pollMS > 0 && *pollMS < droverMinPollMS {
+		return fmt.Errorf("--poll-interval-ms must be 0 (Drover's default) or at least %d (Drover's bound), got %d", droverMinPollMS, *pollMS)
+	}
+	if *pollMS > math.MaxInt64/int(time.Millisecond) {
+		return fmt.Errorf("--poll-interval-ms must be at most %d, got %d", math.MaxInt64/int(time.Millisecond), *pollMS)
+	}
+	for _, d := range []struct {
+		flag   string
+		v, min time.Duration
+	}{{"--river-fetch-cooldown", *riverCool, river.FetchCooldownMin}, {"--river-fetch-poll-interval", *riverPoll, river.FetchPollIntervalMin}} {
+		if d.v < d.min {
+			return fmt.Errorf("%s must be at least %s (River's bound), got %s", d.flag, d.min, d.v)
+		}
+	}
+	if *riverPoll < *riverCool {
+		return fmt.Errorf("--river-fetch-poll-interval must be at least --river-fetch-cooldown (%s, River's bound), got %s", *riverCool, *riverPoll)
 	}
 	if *riverSQLite && !contains(sysNames, "river") {
 		return fmt.Errorf("--river-sqlite runs River on SQLite, and --system %s leaves river out", strings.Join(sysNames, ","))
