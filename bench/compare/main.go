@@ -518,13 +518,16 @@ func openPG(ctx context.Context, dbURL string, maxConns int) (*pgxpool.Pool, int
 
 func pickList(s string, known []string, what, flag string) ([]string, error) {
 	var out []string
+	all := false
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
 		}
 		if f == "all" {
-			return known, nil
+			// Every name after it is still checked: "all,bogus" is a typo.
+			all = true
+			continue
 		}
 		if !contains(known, f) {
 			return nil, fmt.Errorf("%s: unknown %s %q (known: %s)", flag, what, f, strings.Join(known, ", "))
@@ -533,6 +536,9 @@ func pickList(s string, known []string, what, flag string) ([]string, error) {
 			return nil, fmt.Errorf("%s: %s %q is given twice", flag, what, f)
 		}
 		out = append(out, f)
+	}
+	if all {
+		return known, nil
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no %s chosen", flag, what)
