@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -155,9 +156,7 @@ func (g *globals) bench(ctx context.Context, p benchParams) (*benchResult, error
 	}
 	elapsed := time.Since(begin)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	pct := func(p float64) float64 {
-		return float64(latencies[min(n-1, int(p*float64(n)))].Microseconds()) / 1000
-	}
+	pct := func(p float64) float64 { return float64(benchPercentile(latencies, p).Microseconds()) / 1000 }
 	return &benchResult{
 		Driver: drv.Name(), Jobs: n, Concurrency: concurrency, ClaimBatch: min(claimBatch, concurrency),
 		CompletionBatch: completionBatch, Rate: rate, Seconds: elapsed.Seconds(),
@@ -205,4 +204,12 @@ func enqueueBench(ctx context.Context, c *drover.Client, queue string, n, batch,
 		}
 	}
 	return nil
+}
+
+// benchPercentile is the p-th percentile (0 < p ≤ 1) of sorted, by nearest
+// rank: the smallest sample with at least p of them at or below it. The index
+// p×n took the next one up: of 100 samples, the p99 was the largest.
+func benchPercentile(sorted []time.Duration, p float64) time.Duration {
+	rank := int(math.Ceil(p*float64(len(sorted)) - 1e-9)) // 1-based
+	return sorted[max(0, min(rank, len(sorted))-1)]
 }
