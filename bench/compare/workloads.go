@@ -346,13 +346,29 @@ func latency(ctx context.Context, s system, o opts) result {
 		}()
 	}
 	interval := time.Second / time.Duration(o.latencyRate)
+	logf("%s: latency: offering %d jobs at %d/s", s.name(), total, o.latencyRate)
 	t0 := time.Now()
+	// The schedule stops at an interrupt: it slept through the rest of the
+	// window (30 s by default) while the inserts failed, and the run ignored
+	// Ctrl-C, a second one too, until then.
+	wait := time.NewTimer(0)
+	defer wait.Stop()
+offering:
 	for i := range total {
 		due := t0.Add(time.Duration(i) * interval)
 		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
+			wait.Reset(d)
+			select {
+			case <-wait.C:
+			case <-ctx.Done():
+				break offering
+			}
 		}
-		jobs <- offer{i, due}
+		select {
+		case jobs <- offer{i, due}:
+		case <-ctx.Done():
+			break offering
+		}
 	}
 	close(jobs)
 	wg.Wait()
