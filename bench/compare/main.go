@@ -89,14 +89,18 @@ func run(args []string) (runErr error) {
 	if fl.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: every setting is a flag (-h lists them)", fl.Arg(0))
 	}
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("-o must be table or json, got %q", *output)
+	}
 	if *tableFrom != "" {
+		// It prints a table: -o json asked for what the saved file already is.
+		if *output == "json" {
+			return fmt.Errorf("--table-from prints the table of %s, which is the JSON; -o json asks for JSON", *tableFrom)
+		}
 		if err := printSaved(*tableFrom, os.Stdout); err != nil {
 			return fmt.Errorf("--table-from: %w", err)
 		}
 		return nil
-	}
-	if *output != "table" && *output != "json" {
-		return fmt.Errorf("-o must be table or json, got %q", *output)
 	}
 	wl, err := pickList(*workloadsF, allWorkloads, "workload", "--workloads")
 	if err != nil {
