@@ -23,6 +23,7 @@ var fencingTests = []suiteTest{
 	{"CompleteManyNamesAJobTwice", testCompleteManyTwice},
 	{"LeaseTokenInAnySpelling", testTokenSpelling},
 	{"AttemptOutOfRange", testAttemptOutOfRange},
+	{"CanceledJobHeartbeatWithAWrongToken", testCanceledHeartbeatWrongToken},
 }
 
 // testAttemptOutOfRange: an attempt no claim can have handed out (negative,

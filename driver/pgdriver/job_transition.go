@@ -432,14 +432,15 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 			if err != nil {
 				return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 			}
-			return driver.HeartbeatReplay(j, p.FenceParams)
+			return d.heartbeatReplay(ctx, j, p.FenceParams)
 		}
 	}
 	j, err := d.fenced(ctx, d.pool, callOf("heartbeat"), p.FenceParams, driver.ErrLeaseLost, "JobHeartbeat",
 		p.ID, p.Attempt, driver.CanonicalToken(p.LeaseToken), p.RequestID, nowArg(p.Now), micros(leaseOr(p.LeaseDuration)))
 	if errors.Is(err, driver.ErrLeaseLost) {
-		// Canceled during this attempt: tell the holder to stop rather than that it lost.
-		if cur, gerr := d.JobGet(ctx, p.ID); gerr == nil && cur.Status == lifecycle.StatusCanceled && cur.Attempt == p.Attempt {
+		// Canceled during this attempt, under this token: tell the holder to
+		// stop rather than that it lost. Any other token is a stale fence.
+		if held, herr := d.canceledHolder(ctx, p.FenceParams); herr == nil && held {
 			return driver.HeartbeatResult{CancelRequested: true}, nil
 		}
 	}
@@ -447,9 +448,38 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 		return driver.HeartbeatResult{}, err
 	}
 	if j.Replayed { // a repeat that ran beside its first call (see fenced)
-		return driver.HeartbeatReplay(j, p.FenceParams)
+		return d.heartbeatReplay(ctx, j, p.FenceParams)
 	}
 	return heartbeatAnswer(j, p.Attempt), nil
+}
+
+// canceledHolder reports whether f's job was canceled during f's attempt
+// while f's lease token held it (the token the cancel cleared, kept in
+// cancel_token: migration 016).
+func (d *Driver) canceledHolder(ctx context.Context, f driver.FenceParams) (bool, error) {
+	if _, err := uuid.Parse(f.LeaseToken); err != nil || !attemptFits(f.Attempt) {
+		return false, nil // no token a claim issued, or no attempt one handed out
+	}
+	var held bool
+	err := d.pool.QueryRow(ctx, queries.Get("JobCanceledHolder"), f.ID, f.Attempt, driver.CanonicalToken(f.LeaseToken)).Scan(&held)
+	return held, err
+}
+
+// heartbeatReplay answers a repeated heartbeat (driver.HeartbeatReplay): a
+// job canceled at the fence's attempt answers cancel requested only to the
+// token the cancel cleared; a repeat of another token's request_id is lease
+// lost, as it is while the job is leased.
+func (d *Driver) heartbeatReplay(ctx context.Context, j *driver.Job, f driver.FenceParams) (driver.HeartbeatResult, error) {
+	if j.Status == lifecycle.StatusCanceled && j.Attempt == f.Attempt {
+		held, err := d.canceledHolder(ctx, f)
+		if err != nil {
+			return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", j.ID, err)
+		}
+		if !held {
+			return driver.HeartbeatResult{}, driver.Refused("heartbeat", j.ID, j.Status, j.Attempt, driver.ErrLeaseLost)
+		}
+	}
+	return driver.HeartbeatReplay(j, f)
 }
 
 func heartbeatAnswer(j *driver.Job, attempt int) driver.HeartbeatResult {

@@ -158,11 +158,26 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 		if err != nil {
 			return err
 		}
-		canceled := before.Status == lifecycle.StatusCanceled && before.Attempt == p.Attempt
+		// Canceled during this attempt, under this token (the one the cancel
+		// cleared, kept in cancel_token: migration 012): the holder is told to
+		// stop. Any other token is a stale fence, refused as at any other time.
+		canceled := false
+		if before.Status == lifecycle.StatusCanceled && before.Attempt == p.Attempt {
+			var n int
+			if err := tx.QueryRowContext(ctx, queries.Get("JobCanceledHolder"), sql.Named("id", p.ID),
+				sql.Named("attempt", p.Attempt), sql.Named("lease_token", driver.CanonicalToken(p.LeaseToken))).Scan(&n); err != nil {
+				return fmt.Errorf("heartbeat job %d: %w", p.ID, err)
+			}
+			canceled = n > 0
+		}
 		known := func() (*driver.Job, error) { return before, nil }
 		if seen, err := requestSeen(ctx, tx, p.ID, p.RequestID, []lifecycle.Op{lifecycle.OpHeartbeat}, p.Attempt, known); err != nil {
 			return err
 		} else if seen != nil {
+			if before.Status == lifecycle.StatusCanceled && before.Attempt == p.Attempt && !canceled {
+				// A repeat of the holder's request_id with another token.
+				return driver.Refused("heartbeat", p.ID, before.Status, before.Attempt, driver.ErrLeaseLost)
+			}
 			res, err = driver.HeartbeatReplay(before, p.FenceParams)
 			return err
 		}

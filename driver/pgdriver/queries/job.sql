@@ -549,6 +549,9 @@ WITH cur AS (
 j AS (
     UPDATE drover_jobs SET
         status = 'canceled', finished_at = coalesce($4::timestamptz, now()),
+        -- The token the cancel clears (migration 016), which the canceled
+        -- attempt's heartbeat is checked against (JobCanceledHolder).
+        cancel_token = drover_jobs.lease_token,
         owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 1, claim_seq = NULL
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = cur.status
@@ -575,6 +578,13 @@ fin AS (
     INSERT INTO drover_finished (finished_at, job_ids) SELECT finished_at, ARRAY[id] FROM j
 )
 SELECT * FROM j;
+
+-- name: JobCanceledHolder
+-- Whether job $1 was canceled during attempt $2 while lease token $3 held it
+-- (migration 016): that token's heartbeat answers cancel requested, any other
+-- lease lost.
+SELECT EXISTS (SELECT 1 FROM drover_jobs
+               WHERE id = $1 AND status = 'canceled' AND attempt = $2 AND cancel_token = $3::uuid);
 
 -- name: JobReapExpired
 -- Lease reaper: claimed/running past its lease → stalled → queued (or failed when a

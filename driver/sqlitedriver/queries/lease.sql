@@ -93,10 +93,13 @@ RETURNING *;
 
 -- name: JobCancel
 -- Guarded on the status read in the same transaction; terminal statuses never match.
+-- cancel_token keeps the lease token the cancel clears (migration 012), which
+-- the canceled attempt's heartbeat is checked against.
 UPDATE drover_jobs
 SET status = 'canceled',
     finished_at = :now,
     claim_seq = NULL,
+    cancel_token = lease_token,
     owner = NULL,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -203,3 +206,10 @@ RETURNING *;
 -- (keptClaim).
 SELECT claim_seq, started_at, 'worker:' || owner, attempt FROM drover_jobs
 WHERE id = :id AND status = 'running' AND claim_seq IS NOT NULL;
+
+-- name: JobCanceledHolder
+-- Whether the job was canceled during attempt :attempt while lease token
+-- :lease_token held it (migration 012): that token's heartbeat answers
+-- cancel requested, any other lease lost.
+SELECT count(*) FROM drover_jobs
+WHERE id = :id AND status = 'canceled' AND attempt = :attempt AND cancel_token = :lease_token;

@@ -1,0 +1,1 @@
+ALTER TABLE drover_jobs DROP COLUMN cancel_token;

@@ -1,0 +1,12 @@
+-- The lease token of the attempt a cancel ended. A cancel clears the row's
+-- lease (owner, lease_token, lease_expires_at: drover_jobs_lease_only_when_leased),
+-- and a heartbeat of the canceled attempt, which must answer its holder
+-- cancel_requested, could then check only the attempt: a heartbeat with any
+-- token at that attempt was told so, where a wrong token is a stale fence
+-- (ErrLeaseLost, 409). JobCancel keeps the token it cleared here (NULL for a
+-- job that held no lease), and the heartbeat compares it.
+--
+-- A nullable column without a default: no rewrite, no scan. A job a process
+-- older than this migration cancels keeps none, and its holder's heartbeat is
+-- then answered lease lost, which stops the handler as a cancel does.
+ALTER TABLE drover_jobs ADD COLUMN cancel_token uuid;
