@@ -811,35 +811,67 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 	// A transition that commits while the statement waits for the job's lock
 	// leaves it a row its snapshot does not match (the UPDATE reads the old
 	// version, cur the new one), and the statement changes nothing. The job is
-	// still cancelable then: run it again, in a snapshot that holds that commit
-	// (and any ready row it wrote). Each round needs another commit on the same
-	// job within one lock wait, so a few suffice.
-	for round := 1; ; round++ {
-		var j *driver.Job
-		rows, err := d.pool.Query(ctx, queries.Get("JobCancel"), p.ID, p.RequestID, actor, nowArg(p.Now))
-		if err == nil { // the simple protocol's error comes from Query (fenced)
-			j, err = collectOne(rows)
-		}
-		if p.RequestID != "" && isRequestRepeat(err) {
-			break // the log holds the request_id already: diagnose answers it as a repeat
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
-		}
-		if j != nil {
-			return j, nil
-		}
+	// still cancelable then: run it again, in a transaction that first locks
+	// the job (cancelLocked), so that no other transition can commit in
+	// between. Run again only in a new snapshot, it missed as often as another
+	// transition committed during its wait, and after five rounds the
+	// operator's cancel of a live job was answered ErrInvalidTransition.
+	var j *driver.Job
+	rows, err := d.pool.Query(ctx, queries.Get("JobCancel"), p.ID, p.RequestID, actor, nowArg(p.Now))
+	if err == nil { // the simple protocol's error comes from Query (fenced)
+		j, err = collectOne(rows)
+	}
+	if err == nil && j == nil {
 		// A job that is terminal (a repeat of this very cancel included) or
 		// gone is diagnosed below; only a live one is worth another round.
-		if status, _, err := d.jobStatus(ctx, d.pool, p.ID); round == cancelRounds || err != nil || status.Terminal() {
-			break
+		if status, _, serr := d.jobStatus(ctx, d.pool, p.ID); serr == nil && !status.Terminal() {
+			j, err = d.cancelLocked(ctx, p, actor)
 		}
+	}
+	if p.RequestID != "" && isRequestRepeat(err) {
+		err = nil // the log holds the request_id already: diagnose answers it as a repeat
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+	}
+	if j != nil {
+		return j, nil
 	}
 	return d.diagnose(ctx, d.pool, callOf("cancel"), p.ID, p.RequestID, 0, driver.ErrInvalidTransition)
 }
 
-// cancelRounds bounds how often JobCancel runs its statement for one call.
-const cancelRounds = 5
+// cancelLocked runs JobCancel's statement in a transaction that has locked
+// the job's row first: the statement's snapshot, taken once the lock is held,
+// has the job as it is, and no transition can change it before the statement
+// does, so it cancels any live job. The lock is the statement's own first
+// lock (the job row, then ready rows under SKIP LOCKED), taken one statement
+// earlier. nil without error: the job is terminal or gone.
+func (d *Driver) cancelLocked(ctx context.Context, p driver.CancelParams, actor string) (*driver.Job, error) {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after a commit, a no-op
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", p.ID); err != nil {
+		return nil, err
+	}
+	var j *driver.Job
+	rows, err := tx.Query(ctx, queries.Get("JobCancel"), p.ID, p.RequestID, actor, nowArg(p.Now))
+	if err == nil {
+		j, err = collectOne(rows)
+	}
+	if err != nil || j == nil {
+		return nil, err
+	}
+	// As a claim's (claimInTx): a COMMIT canceled once under way could commit
+	// while the call reported it had not.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitBound)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
 
 // fenced runs a guarded transition and, when its guard matched nothing, works out why.
 func (d *Driver) fenced(ctx context.Context, q dbtx, op call, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {
