@@ -20,6 +20,7 @@ var reaperTests = []suiteTest{
 	{"HeartbeatNeverShortensTheLease", testHeartbeatNeverShortens},
 	{"BatchClaimMixedFates", testReapBatchClaim},
 	{"RunningPastItsTimeout", testReapPastTimeout},
+	{"ErrorSaysTimeoutOrDeadWorker", testReapErrorText},
 }
 
 // testReapPastTimeout: a running job with a timeout is never leased past

@@ -13,6 +13,10 @@ import (
 // Messages the reaper records.
 const (
 	stalledRunningError = "lease expired while running (worker presumed dead)"
+	// A running attempt whose lease ran out past its timeout outlived it: its
+	// holder ran on past timeout_seconds (the heartbeat leases it no further
+	// than start + timeout + one lease), or died within a lease before it.
+	stalledTimeoutError = "lease expired while running past its timeout (the handler overran timeout_seconds, or its worker died)"
 	stalledFailedError  = "lease expired while running; attempts exhausted"
 )
 
@@ -68,7 +72,11 @@ func reapOne(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (*dr
 	wasRunning := j.Status == lifecycle.StatusRunning
 	var entry any // NULL: a claimed job never started, so nothing ran to record
 	if wasRunning {
-		e, err := errorEntry(j.Attempt, now, stalledRunningError, "")
+		msg := stalledRunningError
+		if j.Timeout > 0 && j.StartedAt != nil && j.LeaseExpiresAt != nil && j.LeaseExpiresAt.After(j.StartedAt.Add(j.Timeout)) {
+			msg = stalledTimeoutError
+		}
+		e, err := errorEntry(j.Attempt, now, msg, "")
 		if err != nil {
 			return nil, err
 		}

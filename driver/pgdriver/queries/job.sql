@@ -616,7 +616,13 @@ j AS (
             THEN run_at ELSE coalesce($2::timestamptz, now()) END,
         errors = CASE WHEN cur.status = 'running' THEN errors || jsonb_build_array(jsonb_build_object(
             'attempt', attempt, 'at', coalesce($2::timestamptz, now()),
-            'error', 'lease expired while running (worker presumed dead)')) ELSE errors END,
+            -- Past its timeout when the lease ran out, the attempt outlived
+            -- it (its holder ran on past timeout_seconds, or died within a
+            -- lease before it); before it, the holder stopped renewing.
+            -- Identical to sqlitedriver's (job_reaper.go).
+            'error', CASE WHEN timeout_ms > 0 AND lease_expires_at > started_at + timeout_ms * interval '1 ms'
+                THEN 'lease expired while running past its timeout (the handler overran timeout_seconds, or its worker died)'
+                ELSE 'lease expired while running (worker presumed dead)' END)) ELSE errors END,
         owner = NULL, lease_token = NULL, lease_expires_at = NULL, rev = rev + 2, claim_seq = NULL
     FROM cur
     WHERE drover_jobs.id = cur.id AND drover_jobs.status = cur.status
