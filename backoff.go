@@ -6,8 +6,16 @@ import (
 )
 
 // Backoff returns how long to wait before retrying after the given attempt failed
-// (attempt counts from 1).
+// (attempt counts from 1). The worker keeps the delay within 0 to MaxBackoff, as
+// Snooze does its own: a negative delay retries at once, as 0 does (its run_at
+// is never put before the failure, ahead of the jobs already waiting), and a
+// longer one, an overflow say, waits MaxBackoff (at math.MaxInt64 the job was
+// parked until the year 2318).
 type Backoff func(attempt int) time.Duration
+
+// MaxBackoff is the longest retry delay a worker applies: 366 days, as
+// MaxSnooze and the longest retry_after_seconds a server takes.
+const MaxBackoff = 366 * 24 * time.Hour
 
 // ExponentialBackoff returns full-jitter exponential backoff: a uniformly random
 // delay in [0, min(max, base·2^(attempt-1))]. Full jitter spreads retries of jobs

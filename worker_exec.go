@@ -969,13 +969,19 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error, stopped bool) (f 
 	return f, 0, false
 }
 
-// backoffOf is backoff's delay after the job's executions, or DefaultBackoff's
-// if backoff panics: a panic there ended the worker's process.
+// backoffOf is backoff's delay after the job's executions, kept within 0 to
+// MaxBackoff (see Backoff), or DefaultBackoff's if backoff panics: a panic
+// there ended the worker's process.
 func (w *Worker) backoffOf(backoff Backoff, job *Job) (d time.Duration) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.log.Error("backoff function panicked; using DefaultBackoff", "job", job.ID, "kind", job.Kind, "panic", r)
 			d = DefaultBackoff(job.Executions)
+		}
+		if d < 0 || d > MaxBackoff {
+			w.log.Warn("backoff function returned a delay out of range; using the nearest of 0 and MaxBackoff",
+				"job", job.ID, "kind", job.Kind, "delay", d, "max", MaxBackoff)
+			d = min(max(d, 0), MaxBackoff)
 		}
 	}()
 	return backoff(job.Executions)
