@@ -353,14 +353,21 @@ func (s *Server) executions(ctx context.Context, f driver.FenceParams) int {
 	return f.Attempt
 }
 
-// backoff is Config.Backoff's delay after n executions, or DefaultBackoff's if
-// it panics: a panic there answered the worker's retry report with a 500, and
-// the job waited for its lease's expiry.
+// backoff is Config.Backoff's delay after n executions, kept within 0 to
+// drover.MaxBackoff as a library worker keeps it (a negative one put the
+// job's run_at before its failure, a huge one parked it until 2318), or
+// DefaultBackoff's if it panics: a panic there answered the worker's retry
+// report with a 500, and the job waited for its lease's expiry.
 func (s *Server) backoff(n int) (d time.Duration) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("backoff function panicked; using DefaultBackoff", "executions", n, "panic", r)
 			d = drover.DefaultBackoff(n)
+		}
+		if d < 0 || d > drover.MaxBackoff {
+			s.log.Warn("backoff function returned a delay out of range; using the nearest of 0 and MaxBackoff",
+				"executions", n, "delay", d, "max", drover.MaxBackoff)
+			d = min(max(d, 0), drover.MaxBackoff)
 		}
 	}()
 	return s.cfg.Backoff(n)
