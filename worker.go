@@ -61,6 +61,7 @@ type Worker struct {
 	jobs         sync.WaitGroup          // executions in flight
 	runners      *runners                // the goroutines executions run on
 	draining     atomic.Bool             // claimed jobs not yet started go back to queued
+	abandoned    abandonedJobs           // jobs of handlers abandoned and still running
 	stats        WorkerStats
 }
 

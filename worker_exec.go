@@ -50,7 +50,7 @@ func (x *execution) runTask() {
 		// The answer came too late (held up on its way, or this process was
 		// paused): the lease may have run out, and the job be another
 		// worker's. Its handler is not started.
-		w.giveBack(job, fence, log, x.release, began.Add(lease), "not run: its lease may have expired before its claim's answer arrived",
+		w.giveBack(job, fence, log, x.release, began.Add(lease), 0, "not run: its lease may have expired before its claim's answer arrived",
 			"lease", lease, "since_lease_began", began.Sub(leaseFrom).Round(time.Millisecond))
 		x.ended()
 		return
@@ -61,7 +61,17 @@ func (x *execution) runTask() {
 		// such jobs back. Started after the hard stop, its handler's context
 		// was already canceled, and a job on its last attempt failed without
 		// a run.
-		w.giveBack(job, fence, log, x.release, began.Add(lease), "not run: the worker is stopping")
+		w.giveBack(job, fence, log, x.release, began.Add(lease), 0, "not run: the worker is stopping")
+		x.ended()
+		return
+	}
+	if w.abandoned.any() && w.abandoned.holds(job.ID) {
+		// A handler of this job that this worker abandoned (it ignored its
+		// context past its grace) has not returned yet: the job's retry,
+		// due a lease after, ran beside it on a free slot, two runs of one
+		// job at once in one process. It goes back for another lease,
+		// without using an execution, until that handler has returned.
+		w.giveBack(job, fence, log, x.release, began.Add(lease), lease, "not run: a handler of this job that the worker abandoned is still running")
 		x.ended()
 		return
 	}
@@ -251,6 +261,7 @@ func (x *execution) call(ctx context.Context) {
 // handler was given up on already, writes o.
 func (x *execution) answered(o outcome) {
 	if !x.state.CompareAndSwap(callRunning, callAnswered) {
+		x.w.abandoned.remove(x.job.ID)
 		x.release() // given up on: the outcome was written, the slot waited for this
 		return
 	}
@@ -387,6 +398,7 @@ func (x *execution) abandon() {
 	}
 	// The cause is finish's to add (it does for a timeout or a shutdown).
 	w := x.w
+	w.abandoned.add(x.job.ID) // before the report makes its retry due
 	w.stats.Abandoned.Add(1)
 	w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
 		"job", x.job.ID, "kind", x.job.Kind, "attempt", x.job.Attempt, "grace", graceFor, "cause", context.Cause(x.ctx))
@@ -567,9 +579,9 @@ func encodeResult(v any) (b []byte, err error) {
 }
 
 // giveBack returns a job whose handler was never started to its queue without
-// using an execution (a snooze of zero, which the fence refuses if the job was
-// taken back already), and logs why.
-func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, release func(), deadline time.Time, why string, args ...any) {
+// using an execution (a snooze, of after, which the fence refuses if the job
+// was taken back already), and logs why.
+func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, release func(), deadline time.Time, after time.Duration, why string, args ...any) {
 	release()
 	// Retried while it may succeed, as a report is: a job not given back
 	// sits running until its lease expires, and the reaper counts the
@@ -580,7 +592,7 @@ func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, releas
 	fence.RequestID = newRequestID()
 	var err error
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if err = w.be.snooze(deadline, fence, 0); err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
+		if err = w.be.snooze(deadline, fence, after); err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
 		time.Sleep(wait)
@@ -1029,4 +1041,41 @@ func (w *Worker) observeLeaseLost(job *Job) {
 	if obs := w.cfg.Observer; obs != nil {
 		w.observe(func() { obs.LeaseLost(job) })
 	}
+}
+
+// abandonedJobs counts, by job id, a worker's abandoned handlers that have not
+// returned yet (see runTask).
+type abandonedJobs struct {
+	n   atomic.Int64 // handlers in ids: runTask reads only this while it is 0
+	mu  sync.Mutex
+	ids map[int64]int
+}
+
+func (a *abandonedJobs) any() bool { return a.n.Load() > 0 }
+
+func (a *abandonedJobs) add(id int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ids == nil {
+		a.ids = map[int64]int{}
+	}
+	a.ids[id]++
+	a.n.Add(1)
+}
+
+func (a *abandonedJobs) remove(id int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ids[id] <= 1 {
+		delete(a.ids, id)
+	} else {
+		a.ids[id]--
+	}
+	a.n.Add(-1)
+}
+
+func (a *abandonedJobs) holds(id int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ids[id] > 0
 }

@@ -476,7 +476,8 @@ func TestWorkerAbandonsHandlerIgnoringContext(t *testing.T) {
 		cfg.Queues = map[string]int{drover.DefaultQueue: 2}
 		cfg.TimeoutGrace = 200 * time.Millisecond
 		startWorker(t, c, cfg)
-		t.Cleanup(func() { close(block) }) // runs before the worker stops
+		var unblock sync.Once
+		t.Cleanup(func() { unblock.Do(func() { close(block) }) }) // runs before the worker stops
 
 		stuck := enqueue(t, c, "stuck", nil, &drover.EnqueueOpts{Timeout: 100 * time.Millisecond, MaxAttempts: 2}).ID
 		waitJob(t, c, stuck, "running", func(j *drover.Job) bool { return j.Status == drover.StatusRunning })
@@ -485,9 +486,13 @@ func TestWorkerAbandonsHandlerIgnoringContext(t *testing.T) {
 		if j := waitStatus(t, c, sibling, drover.StatusSucceeded, drover.StatusFailed); j.Status != drover.StatusSucceeded {
 			t.Errorf("sibling job behind an abandoned handler: %s, want succeeded", describe(j))
 		}
+		// This worker runs the retry only once the abandoned handler has
+		// returned (TestAbandonedHandlersRetryDoesNotRunBesideIt).
+		waitJob(t, c, stuck, "abandoned", func(j *drover.Job) bool { return len(j.Errors) == 1 })
+		unblock.Do(func() { close(block) })
 		j := waitStatus(t, c, stuck, drover.StatusSucceeded, drover.StatusFailed)
-		if j.Status != drover.StatusSucceeded || j.Attempt != 2 || len(j.Errors) != 1 {
-			t.Fatalf("stuck job: %s, want abandoned on attempt 1 and succeeded on attempt 2", describe(j))
+		if j.Status != drover.StatusSucceeded || j.Executions != 2 || len(j.Errors) != 1 {
+			t.Fatalf("stuck job: %s, want abandoned on its first execution and succeeded on its second", describe(j))
 		}
 		if e := j.Errors[0].Error; !strings.Contains(e, "abandoned") || !strings.Contains(e, "200ms") {
 			t.Errorf("recorded error %q, want it to say the handler was abandoned after the 200ms grace", e)
