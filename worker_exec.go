@@ -393,12 +393,16 @@ func (x *execution) abandon() {
 	x.mu.Lock()
 	graceFor := x.w.grace(x.graceLease)
 	x.mu.Unlock()
+	// Counted before the state says abandoned, so that answered, which
+	// uncounts it once it sees that state, never runs before this: the
+	// count is also in place before the report makes the job's retry due.
+	w := x.w
+	w.abandoned.add(x.job.ID)
 	if !x.state.CompareAndSwap(callRunning, callAbandoned) {
+		w.abandoned.remove(x.job.ID) // it returned first: never abandoned
 		return
 	}
 	// The cause is finish's to add (it does for a timeout or a shutdown).
-	w := x.w
-	w.abandoned.add(x.job.ID) // before the report makes its retry due
 	w.stats.Abandoned.Add(1)
 	w.log.Warn("handler abandoned: it did not return after its context ended; its slot stays taken until it returns",
 		"job", x.job.ID, "kind", x.job.Kind, "attempt", x.job.Attempt, "grace", graceFor, "cause", context.Cause(x.ctx))
