@@ -93,9 +93,28 @@ func (m *metrics) finished(j *drover.Job, status string, snoozed bool) {
 		outcome = "failed"
 	}
 	m.completions.WithLabelValues(j.Queue, outcome).Inc()
-	if j.StartedAt != nil {
-		m.handler.WithLabelValues(j.Kind, outcome).Observe(time.Since(*j.StartedAt).Seconds())
+	if took, ok := ranFor(j); ok {
+		m.handler.WithLabelValues(j.Kind, outcome).Observe(took.Seconds())
 	}
+}
+
+// ranFor is how long the job's last execution ran, from its started_at to
+// the report, on the database's clock where the row has both ends
+// (finished_at, or the error the report recorded), else from the server's
+// clock; never below 0. The server's clock against the database's recorded
+// the skew between them, negative durations when the database's ran ahead.
+func ranFor(j *drover.Job) (time.Duration, bool) {
+	if j.StartedAt == nil {
+		return 0, false
+	}
+	end := time.Now()
+	switch {
+	case j.FinishedAt != nil:
+		end = *j.FinishedAt
+	case len(j.Errors) > 0 && j.Errors[len(j.Errors)-1].Attempt == j.Attempt:
+		end = j.Errors[len(j.Errors)-1].At
+	}
+	return max(0, end.Sub(*j.StartedAt)), true
 }
 
 // Metrics lets an in-process worker report into the server's metrics: it is a
