@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -57,7 +58,8 @@ type Server struct {
 	metrics *metrics
 	routes  []route
 	origins *http.CrossOriginProtection
-	work    inflight // claims under way and their give-backs
+	unclean http.Handler // answers a path not in clean form
+	work    inflight     // claims under way and their give-backs
 }
 
 // inflight counts database work a request finishes whether or not its client
@@ -188,26 +190,58 @@ func (s *Server) register() []route {
 	handle("POST", "/internal/task-complete", scopeWorker, s.taskComplete)
 
 	// The standard mux answers unknown paths and wrong methods in plain text; these
-	// catch-alls answer in the API's JSON shape.
+	// catch-alls answer in the API's JSON shape. They go through wrap as the
+	// routes do: the Host guard, and drover_http_requests_total, apply to
+	// every answer (route "unmatched" for a path no route has).
 	for path, methods := range paths {
 		allow := strings.Join(methods, ", ")
-		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		s.mux.Handle(path, s.wrap(path, scopeOpen, func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", allow)
-			s.writeError(w, r, &apiError{http.StatusMethodNotAllowed, CodeMethodNotAllowed,
-				fmt.Sprintf("%s %s is not allowed; use %s", r.Method, path, allow)})
-		})
+			return &apiError{http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+				fmt.Sprintf("%s %s is not allowed; use %s", r.Method, path, allow)}
+		}))
 	}
 	// The path as sent: a segment that is an escaped slash alone (%2F, as a
 	// queue name) matches no route, which the unescaped form of the path
 	// (/queues///pause) hides.
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s", r.URL.EscapedPath())})
+	s.mux.Handle("/", s.wrap("unmatched", scopeOpen, func(w http.ResponseWriter, r *http.Request) error {
+		return &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s", r.URL.EscapedPath())}
+	}))
+	s.unclean = s.wrap("unmatched", scopeOpen, func(w http.ResponseWriter, r *http.Request) error {
+		p := r.URL.EscapedPath()
+		return &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf(
+			"no endpoint %s: the path is not in clean form (an empty, . or .. segment; a base URL ending in / gives //); did you mean %s?", p, cleanPath(p))}
 	})
 	return routes
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path not in clean form (//jobs,
+// /jobs/./1, /jobs/2/../1) is answered 404, in the API's shape and through
+// wrap: the mux would answer a 307 to the clean path, outside wrap (no Host
+// guard, no metric) and in HTML, which curl -f takes for a success without
+// following it (a cancel that canceled nothing exited 0). Nor is it served
+// as its clean path: a proxy in front that refuses /internal/* by prefix
+// would pass //internal/… on.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.EscapedPath(); cleanPath(p) != p {
+		s.unclean.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// cleanPath is the clean form of an escaped path, as net/http's ServeMux
+// makes it: rooted, without empty, . or .. segments, a trailing / kept.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
 
 // wrap adds auth, the body limit, panic recovery, metrics and a log line.
 func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.Request) error) http.Handler {
