@@ -45,6 +45,12 @@ type Config struct {
 	// host name an attacker re-points at 127.0.0.1 (DNS rebinding) is
 	// same-origin to the browser, and would otherwise read and change jobs.
 	LoopbackHostsOnly bool
+	// WriteStallTimeout is how long writing an answer may make no progress
+	// (its client reads nothing) before the request ends and its connection
+	// closes [30s]. It bounds each piece of the answer written, not the
+	// request: a long poll waits as long as it asks, and a large answer to
+	// a client that reads it slowly is not cut short.
+	WriteStallTimeout time.Duration
 }
 
 // Server is the HTTP API over one Drover database. It is an http.Handler.
@@ -133,6 +139,9 @@ func New(client *drover.Client, cfg Config) *Server {
 	}
 	if cfg.Backoff == nil {
 		cfg.Backoff = drover.DefaultBackoff
+	}
+	if cfg.WriteStallTimeout <= 0 {
+		cfg.WriteStallTimeout = 30 * time.Second
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -223,12 +232,57 @@ func (s *Server) register() []route {
 // as its clean path: a proxy in front that refuses /internal/* by prefix
 // would pass //internal/… on.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w = newStallWriter(w, s.cfg.WriteStallTimeout)
 	if p := r.URL.EscapedPath(); cleanPath(p) != p {
 		s.unclean.ServeHTTP(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// stallWriter bounds how long writing an answer may make no progress:
+// before each piece of at most stallChunk bytes it sets the connection's
+// write deadline to now + stall. A client that stops reading a large answer
+// (GET /jobs, limit 1000) held the handler's goroutine, its connection and
+// the answer for ever, as the server has no write timeout: a fixed one would
+// cut a long poll (POST /internal/task-claim waits up to MaxWait before it
+// writes). No deadline runs while nothing is written; over HTTP/2 one would
+// reset the stream even then.
+type stallWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+// stallChunk is the most written under one deadline.
+const stallChunk = 64 << 10
+
+func newStallWriter(w http.ResponseWriter, stall time.Duration) *stallWriter {
+	rc := http.NewResponseController(w)
+	// A deadline an earlier request on this connection set would otherwise
+	// still run, over what this one writes before its first Write (the
+	// headers of an answer without a body, a 100 Continue), and could be
+	// past already. ErrNotSupported (a ResponseWriter not of net/http) is
+	// nothing to bound.
+	_ = rc.SetWriteDeadline(time.Time{})
+	return &stallWriter{ResponseWriter: w, rc: rc, stall: stall}
+}
+
+func (w *stallWriter) Write(b []byte) (int, error) {
+	n := 0
+	for {
+		chunk := b[n:min(len(b), n+stallChunk)]
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
+		m, err := w.ResponseWriter.Write(chunk)
+		n += m
+		if err != nil || n == len(b) {
+			return n, err
+		}
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // cleanPath is the clean form of an escaped path, as net/http's ServeMux
 // makes it: rooted, without empty, . or .. segments, a trailing / kept.
