@@ -65,8 +65,9 @@ type Driver struct {
 // statement instead of failing with SQLITE_BUSY when they upgrade. A file:
 // URI may carry parameters of its own, but one that sets any of these to
 // another value (_txlock=deferred, _busy_timeout=0, _pragma=synchronous(0), …)
-// is refused, as are _query_only and nolock or immutable (SQLite's locking
-// off). So is a file SQLite leaves out of WAL (it does so without an error).
+// is refused, as are _query_only, nolock or immutable (SQLite's locking
+// off) and, but for an in-memory database, cache=shared (table locks instead
+// of WAL's snapshots between the driver's readers and its writer). So is a file SQLite leaves out of WAL (it does so without an error).
 func Open(path string, opts Options) (*Driver, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -273,7 +274,7 @@ func dsn(path string, readOnly bool) (string, error) {
 	params := q.Encode()
 	if strings.HasPrefix(path, "file:") {
 		if _, query, ok := strings.Cut(path, "?"); ok {
-			if err := checkCallerParams(query); err != nil {
+			if err := checkCallerParams(query, isMemory(path)); err != nil {
 				return "", fmt.Errorf("open sqlite %q: %w", path, err)
 			}
 			return path + "&" + params, nil
@@ -316,8 +317,10 @@ var callerParamPragmas = map[string]string{
 }
 
 // checkCallerParams refuses a file: URI's parameter, shorthand or _pragma,
-// that sets one of driverSettings to another value than the driver's.
-func checkCallerParams(query string) error {
+// that sets one of driverSettings to another value than the driver's, or
+// that takes away what the driver relies on: SQLite's locking (nolock,
+// immutable) and, on a file, each connection's own cache (cache=shared).
+func checkCallerParams(query string, memory bool) error {
 	q, err := url.ParseQuery(query)
 	if err != nil {
 		return fmt.Errorf("parameters: %w", err)
@@ -326,6 +329,15 @@ func checkCallerParams(query string) error {
 		for _, v := range vals {
 			if (key == "nolock" || key == "immutable") && boolValue(v) == "1" {
 				return fmt.Errorf("%s=%s turns SQLite's locking off, and with it what keeps two processes from claiming one job or corrupting the file; remove it", key, v)
+			}
+			// In shared-cache mode the readers and the writer share one
+			// cache, and table locks replace WAL's snapshots between them:
+			// a read waited for the whole of any write transaction (for
+			// ever when the goroutine holding it read), and with
+			// read_uncommitted it answered jobs of a transaction that then
+			// rolled back. An in-memory database has one connection.
+			if key == "cache" && strings.EqualFold(v, "shared") && !memory {
+				return fmt.Errorf("%s=%s makes the driver's readers wait for its writer's transactions, or with read_uncommitted see their uncommitted jobs; remove it", key, v)
 			}
 			name, val := callerParamPragmas[key], v
 			if key == "_pragma" {
