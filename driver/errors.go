@@ -52,6 +52,12 @@ type SchemaDirtyError struct {
 }
 
 func (e *SchemaDirtyError) Error() string {
+	if e.Version == 0 {
+		// golang-migrate's Down records no version as -1, dirty while the
+		// first version's down migration runs, and deletes the row after it.
+		return fmt.Sprintf("%v: the down migration to no version (-1 in %s) stopped half-way; "+
+			"make the schema what no migration leaves, then clear the mark: DELETE FROM %s", ErrSchemaDirty, e.Table, e.Table)
+	}
 	return fmt.Sprintf("%v: migration %d stopped half-way (an older drover's, or a down migration); "+
 		"make the schema what %d leaves, then clear the mark: UPDATE %s SET dirty = false", ErrSchemaDirty, e.Version, e.Version, e.Table)
 }

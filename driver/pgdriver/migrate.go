@@ -86,8 +86,8 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("migrate up: %w", err)
-	case dirty:
-		return fmt.Errorf("migrate up: %w", &driver.SchemaDirtyError{Version: uint(v), Table: migrationsTable, Cause: migrate.ErrDirty{Version: int(v)}})
+	case dirty: // -1: golang-migrate's no version
+		return fmt.Errorf("migrate up: %w", &driver.SchemaDirtyError{Version: uint(max(v, 0)), Table: migrationsTable, Cause: migrate.ErrDirty{Version: int(v)}})
 	}
 	available := availableVersions(migrationFS)
 	if err := (driver.MigrationStatus{Current: uint(max(v, 0)), Available: available}).CheckNotAhead(); err != nil {

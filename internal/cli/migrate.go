@@ -77,9 +77,9 @@ func newMigrateCmd(g *globals) *cobra.Command {
 			case st.Dirty:
 				// Drover's own migrations run in one transaction each and never
 				// leave this mark; an older drover's or a down migration can.
-				table := "drover_schema_migrations" // both drivers'
-				state = fmt.Sprintf("DIRTY: migration %d stopped half-way (an older drover's, or a down migration); "+
-					"make the schema what %d leaves, then clear the mark: UPDATE %s SET dirty = false", st.Current, st.Current, table)
+				// Current 0 is golang-migrate's -1, no version.
+				err := &driver.SchemaDirtyError{Version: st.Current, Table: "drover_schema_migrations"} // both drivers'
+				state = "DIRTY: " + strings.TrimPrefix(err.Error(), driver.ErrSchemaDirty.Error()+": ")
 			case st.Current < latest:
 				state = fmt.Sprintf("%d pending: run `drover migrate up`", countAbove(st.Available, st.Current))
 			}
