@@ -126,6 +126,11 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) ([]Enq
 // EnqueueTx adds a job inside the caller's transaction — a pgx.Tx for PostgreSQL, a
 // *sql.Tx from the SQLite driver's DB() — so the job exists if and only if that
 // transaction commits.
+//
+// An error that reached the database leaves a pgx.Tx aborted, as any failed
+// statement in it does, so its work cannot commit without the job: roll it
+// back (a transaction whose search_path does not lead to the driver's tables
+// is refused so too). A *sql.Tx of SQLite is left as it was, without the job.
 func (c *Client) EnqueueTx(ctx context.Context, tx any, kind string, args any, opts *EnqueueOpts) (*EnqueueResult, error) {
 	res, err := c.EnqueueManyTx(ctx, tx, []EnqueueParams{{Kind: kind, Args: args, Opts: opts}})
 	if err != nil {

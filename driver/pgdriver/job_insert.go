@@ -39,12 +39,22 @@ func isSchemaMismatch(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, "drover_schema_mismatch: ")
 }
 
+// isNoDroverTable reports PostgreSQL's undefined_table for one of Drover's
+// tables: the caller's transaction's search_path reaches none.
+func isNoDroverTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01" && strings.Contains(pgErr.Message, `"drover_`)
+}
+
 func isDeadlock(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
-// JobInsertManyTx implements driver.Driver; tx must be a pgx.Tx.
+// JobInsertManyTx implements driver.Driver; tx must be a pgx.Tx. An error
+// after the insert was sent leaves tx aborted, as a failed statement does
+// (spoil): the caller rolls it back. A tx whose search_path does not lead to
+// the driver's drover_jobs is refused so, with an invalid tx.
 func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	ptx, ok := tx.(pgx.Tx)
 	if !ok || driver.IsNilPointer(tx) {
@@ -179,9 +189,16 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 			break
 		}
 		sent = !pgconn.SafeToRetry(err)
+		// The refusal is a failed statement in the caller's transaction, so
+		// it leaves it aborted, as any failed statement does: its work
+		// cannot commit without the jobs it meant to enqueue.
 		if inTx && isSchemaMismatch(err) {
 			return nil, false, driver.Invalid("tx", "its search_path leads to another schema's drover_jobs than the driver's (%s): "+
-				"begin it on the driver's Pool(), or put the driver's schema first on its search_path", d.schema)
+				"begin it on the driver's Pool(), or put the driver's schema first on its search_path; the transaction is aborted: roll it back", d.schema)
+		}
+		if inTx && isNoDroverTable(err) {
+			return nil, false, driver.Invalid("tx", "its search_path reaches no drover_jobs (the driver's are in schema %s): "+
+				"begin it on the driver's Pool(), or put the driver's schema on its search_path; the transaction is aborted: roll it back", d.schema)
 		}
 		// Two batches that name the same idempotency keys in other orders
 		// each wait, through ON CONFLICT, for a key the other inserted
