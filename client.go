@@ -149,9 +149,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx any, params []EnqueuePara
 	if err != nil {
 		return nil, err
 	}
-	// The pointers may arrive before the caller commits; a claim then finds
-	// nothing and acks them, and polling (or PostgreSQL's NOTIFY, which is
-	// transactional) wakes a worker once the jobs are visible.
+	// The pointers go out before the caller commits (neither pgx.Tx nor
+	// sql.Tx has a commit hook). On SQLite a claim they wake waits for the
+	// caller's transaction, which holds the write connection (in this
+	// process; the file's write lock, for up to busy_timeout, in another),
+	// and then finds the jobs. On PostgreSQL a claim they wake finds nothing
+	// and acks them; the driver's NOTIFY, sent in the caller's transaction,
+	// wakes the workers when it commits, and polling finds the jobs anyway.
 	c.publish(ctx, res)
 	return results(res), nil
 }
