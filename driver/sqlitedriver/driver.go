@@ -67,7 +67,8 @@ type Driver struct {
 // another value (_txlock=deferred, _busy_timeout=0, _pragma=synchronous(0), …)
 // is refused, as are _query_only, nolock or immutable (SQLite's locking
 // off) and, but for an in-memory database, cache=shared (table locks instead
-// of WAL's snapshots between the driver's readers and its writer). So is a file SQLite leaves out of WAL (it does so without an error).
+// of WAL's snapshots between the driver's readers and its writer) and
+// _pragma=locking_mode(exclusive) (the writer keeps the file locked). So is a file SQLite leaves out of WAL (it does so without an error).
 func Open(path string, opts Options) (*Driver, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -319,7 +320,8 @@ var callerParamPragmas = map[string]string{
 // checkCallerParams refuses a file: URI's parameter, shorthand or _pragma,
 // that sets one of driverSettings to another value than the driver's, or
 // that takes away what the driver relies on: SQLite's locking (nolock,
-// immutable) and, on a file, each connection's own cache (cache=shared).
+// immutable) and, on a file, each connection's own cache (cache=shared) and
+// locks let go after each transaction (locking_mode other than NORMAL).
 func checkCallerParams(query string, memory bool) error {
 	q, err := url.ParseQuery(query)
 	if err != nil {
@@ -342,6 +344,13 @@ func checkCallerParams(query string, memory bool) error {
 			name, val := callerParamPragmas[key], v
 			if key == "_pragma" {
 				name, val = splitPragma(v)
+			}
+			// EXCLUSIVE keeps the writer's lock for the life of its
+			// connection: every read of the driver's readers failed
+			// "database is locked" after busy_timeout, and every other
+			// process's Open at once.
+			if name == "locking_mode" && !strings.EqualFold(val, "normal") && !memory {
+				return fmt.Errorf("%s=%s: locking mode %s keeps the writer's lock on the file, and the driver's readers and other processes fail with \"database is locked\"; remove it", key, v, val)
 			}
 			want, ok := driverSettings[name]
 			if !ok || (want != "" && settingValue(name, val) == want) {
