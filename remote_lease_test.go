@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -304,10 +305,16 @@ func TestRemoteAbandonedHandlersJobWaitsForItsLease(t *testing.T) {
 		cfg := fastWorkerConfig(ws)
 		cfg.Queues, cfg.TimeoutGrace = map[string]int{drover.DefaultQueue: 2}, 100*time.Millisecond
 		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 1}, cfg)
-		t.Cleanup(func() { close(release) }) // before the worker's Stop
-		enqueue(t, ts.c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 100 * time.Millisecond})
+		var unblock sync.Once
+		t.Cleanup(func() { unblock.Do(func() { close(release) }) }) // before the worker's Stop
+		id := enqueue(t, ts.c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 100 * time.Millisecond}).ID
 		waitChan(t, starts, "the first run")
 		at := waitChan(t, canceled, "the first run's timeout")
+		// This worker runs the retry only once the abandoned handler has
+		// returned (TestAbandonedHandlersRetryDoesNotRunBesideIt): let it
+		// return once its abandonment is reported, long before the retry is due.
+		waitJob(t, ts.c, id, "abandoned", func(j *drover.Job) bool { return len(j.Errors) == 1 })
+		unblock.Do(func() { close(release) })
 		again := waitChan(t, starts, "the second run")
 		if gap := again.Sub(at); gap < 1500*time.Millisecond {
 			t.Errorf("the job ran again %s after its abandoned handler's timeout, beside it; want no sooner than its lease (%s) had expired", gap, serverLease)
