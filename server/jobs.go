@@ -142,11 +142,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jobs, err := s.client.List(r.Context(), p)
+	jobs, err := s.listPage(r, p)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, page(jobs, p.Limit))
+	writeJSON(w, http.StatusOK, jobs)
 	return nil
 }
 
@@ -159,24 +159,35 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.Statuses = []lifecycle.Status{lifecycle.StatusFailed}
-	jobs, err := s.client.List(r.Context(), p)
+	jobs, err := s.listPage(r, p)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, page(jobs, p.Limit))
+	writeJSON(w, http.StatusOK, jobs)
 	return nil
 }
 
-func page(jobs []*drover.Job, limit int) jobList {
+// listPage reads a page of p.Limit jobs, and one job more: next_cursor is
+// null on the last page (openapi.json), also when its jobs fill it exactly. A
+// page of exactly Limit jobs answered a cursor to an empty page, which a client
+// paging until next_cursor is null had to ask for too.
+func (s *Server) listPage(r *http.Request, p driver.ListParams) (jobList, error) {
+	limit := p.Limit
+	p.Limit++
+	jobs, err := s.client.List(r.Context(), p)
+	if err != nil {
+		return jobList{}, err
+	}
 	out := jobList{Jobs: jobs}
+	if len(jobs) > limit {
+		out.Jobs = jobs[:limit]
+		c := strconv.FormatInt(out.Jobs[limit-1].ID, 10)
+		out.NextCursor = &c
+	}
 	if out.Jobs == nil {
 		out.Jobs = []*drover.Job{}
 	}
-	if len(jobs) == limit && limit > 0 {
-		c := strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
-		out.NextCursor = &c
-	}
-	return out
+	return out, nil
 }
 
 // listParams reads ?status=a,b&queue=&kind=&limit=&cursor= (without status
