@@ -76,6 +76,7 @@ func newDLQCmd(g *globals) *cobra.Command {
 	list.Flags().StringVar(&queue, "queue", "", "only this queue")
 	list.Flags().IntVar(&limit, "limit", 100, "most jobs to show")
 	list.Flags().Int64Var(&after, "after", 0, "show jobs older than this id (cursor)")
+	once(list, "queue", "limit", "after")
 
 	requeue := idCommand(g, "requeue ID", "Enqueue a failed job again as a new job (retry_of points at the old one); once per failed job",
 		func(ctx context.Context, c api, id int64) error {
@@ -115,6 +116,7 @@ func newDLQCmd(g *globals) *cobra.Command {
 		},
 	}
 	purge.Flags().StringVar(&purgeQueue, "queue", "", "only this queue (default: all)")
+	once(purge, "queue")
 	cmd.AddCommand(list, requeue, purge)
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -151,12 +152,61 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&status, "status", "", "only these statuses (comma-separated)")
+	f.Var(statusesFlag{&status}, "status", "only these statuses (comma-separated, or --status repeated)")
 	f.StringVar(&queue, "queue", "", "only this queue")
 	f.StringVar(&kind, "kind", "", "only this kind")
 	f.IntVar(&limit, "limit", 100, "most jobs to show")
 	f.Int64Var(&after, "after", 0, "show jobs older than this id (cursor)")
+	once(cmd, "queue", "kind", "limit", "after")
 	return cmd
+}
+
+// flagValue is a flag's value (pflag.Value).
+type flagValue interface {
+	String() string
+	Set(string) error
+	Type() string
+}
+
+// onceFlag refuses a flag given a second time, as the HTTP API refuses a
+// query parameter given twice: the flag package keeps the last value without
+// a word, so `jobs list --queue payments --queue refunds` listed the refunds
+// alone, where GET /jobs?queue=payments&queue=refunds answers 400.
+type onceFlag struct {
+	flagValue
+	given bool
+}
+
+func (o *onceFlag) Set(s string) error {
+	if o.given {
+		return errors.New("given more than once; give it once")
+	}
+	o.given = true
+	return o.flagValue.Set(s)
+}
+
+// once makes each named flag of cmd refuse a second value (onceFlag).
+func once(cmd *cobra.Command, names ...string) {
+	for _, n := range names {
+		fl := cmd.Flags().Lookup(n)
+		fl.Value = &onceFlag{flagValue: fl.Value}
+	}
+}
+
+// statusesFlag is --status: each value adds its statuses (comma-separated)
+// to the filter, as a repeated ?status= does in the HTTP API; the flag
+// package kept the last alone, so `--status failed --status canceled`
+// listed the canceled jobs only.
+type statusesFlag struct{ p *string }
+
+func (s statusesFlag) String() string { return *s.p }
+func (s statusesFlag) Type() string   { return "string" }
+func (s statusesFlag) Set(v string) error {
+	if *s.p != "" {
+		v = *s.p + "," + v
+	}
+	*s.p = v
+	return nil
 }
 
 func newJobsShowCmd(g *globals) *cobra.Command {
