@@ -260,6 +260,8 @@ func queryParams(r *http.Request, repeatable []string, once ...string) (url.Valu
 			if len(vs) > 1 {
 				return nil, driver.Invalid(name, "given %d times; give it once", len(vs))
 			}
+		case !slices.Contains(repeatable, name) && len(repeatable)+len(once) == 0:
+			return nil, driver.Invalid(name, "is not a query parameter: this endpoint takes none")
 		case !slices.Contains(repeatable, name):
 			return nil, driver.Invalid(name, "is not a query parameter of this endpoint; it takes %s", strings.Join(append(slices.Clone(repeatable), once...), ", "))
 		}
@@ -308,6 +310,9 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if _, err := queryParams(r, nil); err != nil {
+		return err
+	}
 	j, err := s.client.Get(r.Context(), id)
 	if err != nil {
 		return err
@@ -319,6 +324,9 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
+		return err
+	}
+	if _, err := queryParams(r, nil); err != nil { // ?limit= or ?type= filters nothing
 		return err
 	}
 	if _, err := s.client.Get(r.Context(), id); err != nil {
@@ -420,6 +428,11 @@ func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
+	// No filter is taken: ?queue=payments or ?paused=true answered every
+	// queue, as if it had filtered them.
+	if _, err := queryParams(r, nil); err != nil {
+		return err
+	}
 	qs, err := s.client.Queues(r.Context())
 	if err != nil {
 		return err
