@@ -167,20 +167,51 @@ func (d *Driver) claim(ctx context.Context, q claimDB, p driver.ClaimParams) ([]
 	return d.claimByIDs(ctx, q, []int64{p.ID}, p, lease)
 }
 
-// claimByIDs claims the jobs of ids that are still claimable, under SKIP LOCKED.
-// Planned with its values on each call (QueryExecModeExec): a generic plan built
-// while the table is small would scan it sequentially.
+// claimByIDs claims the jobs of ids that are still claimable, under SKIP LOCKED,
+// in one batch after the lock of their queues (claimLock): those of p.Queues,
+// or, for a claim by id, the job's. Planned with its values on each call
+// (force_custom_plan): a generic plan built while the table is small would scan
+// it sequentially.
 func (d *Driver) claimByIDs(ctx context.Context, q claimDB, ids []int64, p driver.ClaimParams, lease int64) ([]*driver.Job, error) {
-	rows, err := q.Query(ctx, queries.Get("JobClaimByID"), pgx.QueryExecModeExec,
-		ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+	lock := claimLock(p.Queues)
+	if p.ID != 0 {
+		lock = stmt{queries.Get("ClaimLockJobQueues"), []any{queuePauseLock, ids}}
 	}
-	jobs, err := collectJobs(rows)
+	var jobs []*driver.Job
+	err := queryAfter(ctx, q, []stmt{{sql: claimByIDSettings}, lock}, queries.Get("JobClaimByID"), func(rows pgx.Rows) (err error) {
+		jobs, err = collectJobs(rows)
+		return err
+	}, ids, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return jobs, nil
+}
+
+// claimByIDSettings plan JobClaimByID with its values on every call, as
+// QueryExecModeExec did before it ran in a batch (which uses the pool's
+// statement cache).
+const claimByIDSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
+
+// queuePauseLock is the first key of the advisory locks on queue names ('dqp'
+// in ASCII; the second is hashtext(queue)). Every claim holds the locks of its
+// queues shared from its first statement until it commits (ClaimLockQueues);
+// QueuePause takes the queue's exclusively before it writes, so it returns
+// only once the claims that may have read the queue unpaused have committed,
+// and no job of a paused queue is claimed after QueuePause returns. It costs a
+// claim one statement more in the batch it already sends (no round trip) and
+// one shared lock in the lock manager.
+const queuePauseLock = 0x647170
+
+// stmt is one statement of a batch.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// claimLock is a claim's first statement: the locks of queues.
+func claimLock(queues []string) stmt {
+	return stmt{queries.Get("ClaimLockQueues"), []any{queuePauseLock, queues}}
 }
 
 // claimPlanSettings hold for the one transaction that runs a single-queue
@@ -251,7 +282,8 @@ func (d *Driver) claimQueue(ctx context.Context, q claimDB, p driver.ClaimParams
 func (d *Driver) claimQueueFrom(ctx context.Context, q claimDB, p driver.ClaimParams, limit int, lease int64, cur *claimCursor) ([]*driver.Job, error) {
 	curPrio, curRunAt, curID := cur.args()
 	var jobs []*driver.Job
-	err := queryUnder(ctx, q, claimPlanSettings, queries.Get("JobClaimQueue"), func(rows pgx.Rows) (err error) {
+	pre := []stmt{{sql: claimPlanSettings}, claimLock(p.Queues[:1])}
+	err := queryAfter(ctx, q, pre, queries.Get("JobClaimQueue"), func(rows pgx.Rows) (err error) {
 		jobs, err = collectJobs(rows)
 		return err
 	}, p.Queues[0], limit, p.Owner, lease, nowArg(p.Now), p.RequestID, p.Start, curPrio, curRunAt, curID)
@@ -266,11 +298,23 @@ func (d *Driver) claimQueueFrom(ctx context.Context, q claimDB, p driver.ClaimPa
 // round trip, one implicit transaction, so set_config(…, true) holds for the
 // query and ends with it), and hands its rows to read, which closes them.
 func queryUnder(ctx context.Context, q claimDB, settings, query string, read func(pgx.Rows) error, args ...any) error {
+	return queryAfter(ctx, q, []stmt{{sql: settings}}, query, read, args...)
+}
+
+// queryAfter is queryUnder with the statements pre before query.
+func queryAfter(ctx context.Context, q claimDB, pre []stmt, query string, read func(pgx.Rows) error, args ...any) error {
 	b := &pgx.Batch{}
-	b.Queue(settings)
+	for _, s := range pre {
+		b.Queue(s.sql, s.args...)
+	}
 	b.Queue(query, args...)
 	br := q.SendBatch(ctx, b)
-	_, err := br.Exec()
+	var err error
+	for range pre {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {

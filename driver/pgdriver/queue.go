@@ -80,7 +80,13 @@ func (d *Driver) setPaused(ctx context.Context, name string, paused bool) error 
 	if err := driver.ValidateName("queue", name); err != nil {
 		return err
 	}
-	if _, err := d.pool.Exec(ctx, queries.Get("QueueSetPaused"), name, paused); err != nil {
+	b := &pgx.Batch{}
+	if paused {
+		// Waits for the claims of the queue under way (queuePauseLock).
+		b.Queue(queries.Get("QueuePauseLock"), queuePauseLock, name)
+	}
+	b.Queue(queries.Get("QueueSetPaused"), name, paused)
+	if err := d.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("set queue %q paused=%t: %w", name, paused, err)
 	}
 	return nil

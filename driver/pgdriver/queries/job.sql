@@ -173,6 +173,24 @@ CROSS JOIN LATERAL (
 ) c
 LIMIT $2;
 
+-- name: ClaimLockQueues
+-- A claim's first statement, in its transaction: the queues it may claim from
+-- ($2), each by an advisory lock ($1, hashtext(queue)) held shared until the
+-- claim commits. QueuePause takes the queue's lock exclusively before it
+-- writes, so it waits for every claim that may have read the queue unpaused
+-- (a claim statement's snapshot is taken after this statement), and a claim
+-- that asks for the lock meanwhile waits for the pause and then reads it.
+-- Without it, a claim statement that began before a pause committed claimed
+-- the queue's jobs after QueuePause returned. Taken in hash order, so that two
+-- claims of several queues and two pauses never wait for each other in a cycle.
+SELECT pg_advisory_xact_lock_shared($1::integer, h)
+FROM (SELECT DISTINCT hashtext(q) AS h FROM unnest($2::text[]) AS u(q) ORDER BY h) s;
+
+-- name: ClaimLockJobQueues
+-- ClaimLockQueues for a claim by id: the queues of jobs $2.
+SELECT pg_advisory_xact_lock_shared($1::integer, h)
+FROM (SELECT DISTINCT hashtext(queue) AS h FROM drover_jobs WHERE id = ANY($2::bigint[]) ORDER BY h) s;
+
 -- name: JobClaimQueue
 -- JobClaim for one queue. A plain scan of drover_ready in (priority, run_at, id)
 -- order cannot stop at run_at <= now (priority comes first), so with fewer ready

@@ -4,6 +4,12 @@ SELECT queue, status, count(*) FROM drover_jobs GROUP BY queue, status;
 -- name: QueuePausedList
 SELECT name, paused FROM drover_queues;
 
+-- name: QueuePauseLock
+-- Before a pause's write, in its transaction: waits for the claims of queue $2
+-- under way, which hold its lock shared (ClaimLockQueues), and holds back new
+-- ones until the pause commits.
+SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text));
+
 -- name: QueueSetPaused
 INSERT INTO drover_queues (name, paused, updated_at) VALUES ($1, $2, now())
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at;
