@@ -37,7 +37,11 @@ const (
 // once when a claim from the cursor finds fewer jobs than it asked for, after
 // an error, and once claimCursorSpan has passed since the last scan from the
 // start. Under a backlog such a job waits at most that span longer than in
-// strict (priority, run_at, id) order; nothing is skipped for good.
+// strict (priority, run_at, id) order; nothing is skipped for good. When the
+// claim from the start that tops up a short claim takes all it asks for, more
+// jobs may wait behind the cursor: the cursor then goes to the last job that
+// claim took, not past the jobs taken from the cursor, so the next claims take
+// the rest of them in claim order before the jobs past it.
 type claimCursors struct {
 	mu sync.Mutex
 	m  map[string]claimCursor
@@ -66,20 +70,21 @@ func (c *claimCursors) get(queue string, now time.Time) *claimCursor {
 	return &cur
 }
 
-// update records a claim's outcome. jobs are in claim order; scanned is when
-// the claim that last scanned the queue from the start ran (this one's now, if
-// it did).
-func (c *claimCursors) update(queue string, scanned time.Time, jobs []*driver.Job, limit int) {
+// update records a claim's outcome: it took n jobs of the limit it asked
+// for, and the next claim starts past last (the last job it took in claim
+// order, or the last that a claim from the start took, when jobs may still
+// wait between that one and the end of this claim); scanned is when the claim
+// that last scanned the queue from the start ran (this one's now, if it did).
+func (c *claimCursors) update(queue string, scanned time.Time, n, limit int, last *driver.Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[string]claimCursor{}
 	}
-	if len(jobs) < limit || len(jobs) < claimCursorMinJobs {
+	if n < limit || n < claimCursorMinJobs || last == nil {
 		delete(c.m, queue)
 		return
 	}
-	last := jobs[len(jobs)-1]
 	c.m[queue] = claimCursor{priority: last.Priority, runAt: last.RunAt, id: last.ID, scanned: scanned}
 }
 

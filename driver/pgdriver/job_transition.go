@@ -267,11 +267,26 @@ func (d *Driver) claimQueue(ctx context.Context, q claimDB, p driver.ClaimParams
 				"claimed", len(jobs), "err", err)
 			return jobs, nil
 		}
+		// more is in claim order. Taking all it asked for, it may have left
+		// jobs behind the cursor: the next claim starts past the last job
+		// more took, so that the rest go before the jobs past the old
+		// cursor. Set past the end of jobs, a pile behind the cursor drained
+		// by each claim's shortfall only, each claim marking the queue
+		// scanned, and the cursor never reset.
+		topped := len(more) == limit-len(jobs) && len(more) > 0
 		jobs = append(jobs, more...)
 		sortClaimOrder(jobs)
 		scanned = now
+		if topped {
+			d.cursors.update(queue, scanned, len(jobs), limit, more[len(more)-1])
+			return jobs, nil
+		}
 	}
-	d.cursors.update(queue, scanned, jobs, limit)
+	var last *driver.Job
+	if len(jobs) > 0 {
+		last = jobs[len(jobs)-1]
+	}
+	d.cursors.update(queue, scanned, len(jobs), limit, last)
 	return jobs, nil
 }
 
