@@ -18,11 +18,15 @@ type history struct {
 	Events  map[int64][]lifecycle.Event
 	Effects []effect
 	Acks    []ack // "ok" lines: a worker's belief that it completed a job
+	Ended   []ack // "ended" lines: a long KindWork handler returned (At: when read)
 
 	Acked     map[int64]int64 // seq → job id of every acknowledged enqueue
 	Attempted map[int64]bool  // every seq ever sent (acknowledged or not)
 	Probes    map[int64]bool  // job ids of bad-input probes (checked on their own)
 	FarFuture map[int64]bool  // job ids expected to stay queued
+	// Cancels: job ids the harness asked to cancel; true when the call
+	// answered that the job is canceled (it must end so, and run no more).
+	Cancels map[int64]bool
 
 	Faults []fault
 	Lease  time.Duration
@@ -42,6 +46,7 @@ type ack struct {
 	JobID   int64
 	Attempt int
 	Worker  string
+	At      time.Time
 }
 
 // fault is one injected fault and the incarnations it could have cut off.
@@ -73,6 +78,8 @@ type verdict struct {
 	DupCompletions   int // more than one attempt completed (events or the workers' acks)
 	FalseAcks        int // a worker reported success for a job that did not succeed
 	LeaseOverlaps    int // a new attempt claimed while the previous one's lease was open
+	EarlyStalls      int // an attempt stalled (reaped) before its lease, at least Lease from its claim, ran out
+	RanAfterCancel   int // an acknowledged cancel that did not end the job or its running handler
 	IllegalHistories int // CheckHistory or CheckInvariants failed
 	AttemptsOverMax  int // executions above max_attempts
 	MissingEffects   int // a KindWork job succeeded with no execution recorded
@@ -108,6 +115,8 @@ func check(h *history) verdict {
 		case !j.Status.Terminal():
 			v.Lost++
 			v.example("lost: seq %d (job %d) is %s after the drain", seq, id, j.Status)
+		case j.Status == lifecycle.StatusCanceled && cancelSent(h, id):
+			// the harness canceled it
 		case j.Status != lifecycle.StatusSucceeded:
 			v.Failed++
 			v.example("failed: seq %d (job %d) ended %s: %s", seq, id, j.Status, j.Error)
@@ -140,6 +149,12 @@ func check(h *history) verdict {
 		} else if err := lifecycle.CheckHistory(h.Events[j.ID]); err != nil {
 			v.IllegalHistories++
 			v.example("job %d history: %v", j.ID, err)
+		} else if evs := h.Events[j.ID]; evs[len(evs)-1].To != j.Status || evs[len(evs)-1].Attempt != j.Attempt {
+			// A legal prefix is not the history: a dropped last event leaves one.
+			last := evs[len(evs)-1]
+			v.IllegalHistories++
+			v.example("job %d history ends %s at attempt %d (seq %d, %s), but the job is %s at attempt %d",
+				j.ID, last.To, last.Attempt, last.Seq, last.Type, j.Status, j.Attempt)
 		}
 		if j.Executions > j.MaxAttempts {
 			overMax[j.ID] = true
@@ -170,10 +185,13 @@ func check(h *history) verdict {
 			v.example("job %d: started %d times, max_attempts %d", id, started, j.MaxAttempts)
 		}
 		v.LeaseOverlaps += leaseOverlaps(evs, &v)
+		v.EarlyStalls += earlyStalls(evs, h.Lease, &v)
 	}
 	v.AttemptsOverMax = len(overMax)
+	acked := map[int64][]ack{}
 	for _, a := range h.Acks {
 		mark(a.JobID, a.Attempt)
+		acked[a.JobID] = append(acked[a.JobID], a)
 		if j := byID[a.JobID]; j == nil || j.Status != lifecycle.StatusSucceeded {
 			v.FalseAcks++
 			v.example("false ack: %s reported job %d attempt %d succeeded; the job is not", a.Worker, a.JobID, a.Attempt)
@@ -183,8 +201,15 @@ func check(h *history) verdict {
 		if len(attempts) > 1 {
 			v.DupCompletions++
 			v.example("job %d completed by attempts %v", id, keys(attempts))
+		} else if as := acked[id]; len(as) > 1 {
+			// One attempt, reported succeeded more than once: the set above
+			// cannot see it.
+			v.DupCompletions++
+			v.example("job %d reported succeeded %d times (attempt %d by %s, attempt %d by %s)",
+				id, len(as), as[0].Attempt, as[0].Worker, as[1].Attempt, as[1].Worker)
 		}
 	}
+	v.RanAfterCancel = ranAfterCancel(h, byID, &v)
 
 	// Side effects: one per job is the norm; each extra must be explained by a fault.
 	perJob := map[int64][]effect{}
@@ -212,7 +237,17 @@ func check(h *history) verdict {
 		}
 		sort.Slice(effs, func(a, b int) bool { return effs[a].At.Before(effs[b].At) })
 		keptWinner := false
+		perAttempt := map[int]int{}
 		for _, e := range effs {
+			// An attempt is one claim, and one claim one execution: a second
+			// effect of it is a handler run again under the same lease, which
+			// no fault explains (a re-run after a fault is a new claim).
+			if perAttempt[e.Attempt]++; perAttempt[e.Attempt] > 1 {
+				v.DupViolations++
+				v.example("duplicate effect of job %d attempt %d by %s at %s: that attempt already ran once",
+					id, e.Attempt, e.Worker, e.At.Format(time.StampMilli))
+				continue
+			}
 			if e.Attempt == winner && !keptWinner {
 				keptWinner = true
 				continue
@@ -265,6 +300,98 @@ func leaseOverlaps(evs []lifecycle.Event, v *verdict) int {
 				open = false
 				lastEnd = e.At
 			}
+		}
+	}
+	return n
+}
+
+// earlyStalls replays one job's events: a lease runs at least lease from its
+// claim (heartbeats only extend it; claim and stall are both dated by the
+// database's clock), so a stall sooner than that reaped a live lease.
+func earlyStalls(evs []lifecycle.Event, lease time.Duration, v *verdict) int {
+	n := 0
+	claimed := map[int]time.Time{}
+	for _, e := range evs {
+		switch e.Type {
+		case lifecycle.EventClaimed:
+			claimed[e.Attempt] = e.At
+		case lifecycle.EventStalled:
+			// 1ms for the microsecond rounding of both times.
+			if c, ok := claimed[e.Attempt]; ok && e.At.Sub(c) < lease-time.Millisecond {
+				n++
+				v.example("job %d: attempt %d stalled %s after its claim, before its %s lease could expire",
+					e.JobID, e.Attempt, e.At.Sub(c), lease)
+			}
+		}
+	}
+	return n
+}
+
+// cancelSent reports whether the harness sent a cancel of job id.
+func cancelSent(h *history, id int64) bool {
+	_, ok := h.Cancels[id]
+	return ok
+}
+
+// ranAfterCancel checks the acknowledged cancels: the job must end canceled,
+// no attempt may start after it, and a handler it caught running must return
+// within a lease of it (the holder learns of it from its next heartbeat), unless
+// a fault on that worker (a pause, cut connections) explains the delay.
+func ranAfterCancel(h *history, byID map[int64]*driver.Job, v *verdict) int {
+	n := 0
+	ended := map[[2]int64]ack{}
+	for _, e := range h.Ended {
+		ended[[2]int64{e.JobID, int64(e.Attempt)}] = e
+	}
+	latest := make(map[int64]int, len(h.Effects))
+	for _, e := range h.Effects {
+		latest[e.JobID] = max(latest[e.JobID], e.Attempt)
+	}
+	window := 2*h.Lease + 2*time.Second
+	ids := make([]int64, 0, len(h.Cancels))
+	for id, acked := range h.Cancels {
+		if acked {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	for _, id := range ids {
+		j := byID[id]
+		if j == nil || j.Status != lifecycle.StatusCanceled {
+			n++
+			status := "missing"
+			if j != nil {
+				status = string(j.Status)
+			}
+			v.example("job %d: its cancel was acknowledged, but it is %s", id, status)
+			continue
+		}
+		var cancel *lifecycle.Event
+		for i := range h.Events[id] {
+			if e := &h.Events[id][i]; e.Type == lifecycle.EventCanceled {
+				cancel = e
+			}
+		}
+		if cancel == nil {
+			continue // the history check counts it
+		}
+		if a := latest[id]; a > cancel.Attempt {
+			n++
+			v.example("job %d: attempt %d ran after the cancel of attempt %d", id, a, cancel.Attempt)
+		}
+		if cancel.From != lifecycle.StatusRunning && cancel.From != lifecycle.StatusClaimed {
+			continue
+		}
+		e, ok := ended[[2]int64{id, int64(cancel.Attempt)}]
+		if !ok {
+			continue // its worker was killed, or the harness stopped it first
+		}
+		late := e.At.Sub(cancel.At)
+		if late > h.Lease+2*time.Second &&
+			!explained(effect{Worker: e.Worker, At: cancel.At}, h.Faults, window) {
+			n++
+			v.example("job %d: attempt %d ran on in %s for %s after its cancel at %s",
+				id, cancel.Attempt, e.Worker, late.Round(time.Millisecond), cancel.At.Format(time.StampMilli))
 		}
 	}
 	return n

@@ -45,7 +45,7 @@ func okJob(id, seq int64, attempts int) (*driver.Job, []lifecycle.Event) {
 // base is a clean history of three jobs, one of which ran twice after a kill.
 func base() *history {
 	h := &history{Events: map[int64][]lifecycle.Event{}, Acked: map[int64]int64{}, Attempted: map[int64]bool{},
-		Probes: map[int64]bool{}, FarFuture: map[int64]bool{}, Lease: time.Second}
+		Probes: map[int64]bool{}, FarFuture: map[int64]bool{}, Lease: 500 * time.Millisecond}
 	for i, attempts := range []int{1, 1, 2} {
 		id, seq := int64(i+1), int64(i+1)
 		j, evs := okJob(id, seq, attempts)
@@ -57,6 +57,22 @@ func base() *history {
 		}
 		h.Acks = append(h.Acks, ack{JobID: id, Attempt: attempts, Worker: "w.1"})
 	}
+	// Job 4 (seq 4), a long one, canceled while attempt 1 ran: its handler
+	// returned 300ms after the cancel.
+	fin := at(1000)
+	args, _ := json.Marshal(workArgs{Seq: 4, MS: 10000})
+	h.Jobs = append(h.Jobs, &driver.Job{ID: 4, Kind: KindWork, Queue: "default", Status: lifecycle.StatusCanceled,
+		Args: args, Attempt: 1, Executions: 1, MaxAttempts: 25, FinishedAt: &fin})
+	h.Events[4] = []lifecycle.Event{
+		{JobID: 4, Seq: 1, Type: lifecycle.EventEnqueued, To: lifecycle.StatusQueued, At: at(0)},
+		{JobID: 4, Seq: 2, Type: lifecycle.EventClaimed, From: lifecycle.StatusQueued, To: lifecycle.StatusClaimed, Attempt: 1, At: at(10)},
+		{JobID: 4, Seq: 3, Type: lifecycle.EventStarted, From: lifecycle.StatusClaimed, To: lifecycle.StatusRunning, Attempt: 1, At: at(10)},
+		{JobID: 4, Seq: 4, Type: lifecycle.EventCanceled, From: lifecycle.StatusRunning, To: lifecycle.StatusCanceled, Attempt: 1, At: fin},
+	}
+	h.Acked[4], h.Attempted[4] = 4, true
+	h.Effects = append(h.Effects, effect{Seq: 4, JobID: 4, Attempt: 1, Worker: "w.2", Held: true, At: at(12)})
+	h.Ended = append(h.Ended, ack{JobID: 4, Attempt: 1, Worker: "w.2", At: at(1300)})
+	h.Cancels = map[int64]bool{4: true}
 	h.Faults = []fault{{Kind: "kill", Targets: []string{"w.1"}, Start: at(100), End: at(150)}}
 	return h
 }
@@ -104,10 +120,36 @@ func TestCheck(t *testing.T) {
 		{"succeeded without an effect", func(h *history) {
 			h.Effects = h.Effects[1:]
 		}, func(v verdict) int { return v.MissingEffects }, "missing_effects"},
+		// What a dropped event, a double report, a premature reaper or a
+		// cancel that did not stop the job leave behind.
+		{"last event dropped: a legal prefix of the history", func(h *history) {
+			h.Events[1] = h.Events[1][:len(h.Events[1])-1] // the succeeded event
+		}, func(v verdict) int { return v.IllegalHistories }, "illegal_histories"},
+		{"one attempt reported succeeded twice", func(h *history) {
+			h.Acks = append(h.Acks, ack{JobID: 3, Attempt: 2, Worker: "w.1"})
+		}, func(v verdict) int { return v.DupCompletions }, "dup_completions"},
+		{"stalled before its lease could expire", func(h *history) {
+			h.Events[3][3].At = at(300) // claimed at 10ms, lease 500ms
+		}, func(v verdict) int { return v.EarlyStalls }, "early_stalls"},
+		{"one attempt ran twice, near a fault on its worker", func(h *history) {
+			h.Effects = append(h.Effects, effect{Seq: 3, JobID: 3, Attempt: 2, Worker: "w.1", Held: true, At: at(1013)})
+		}, func(v verdict) int { return v.DupViolations }, "dup_effect_violations"},
+		{"handler ran on after its cancel", func(h *history) {
+			h.Ended[0].At = at(1000).Add(h.Lease + 3*time.Second)
+		}, func(v verdict) int { return v.RanAfterCancel }, "ran_after_cancel"},
+		{"new attempt after the cancel", func(h *history) {
+			h.Effects = append(h.Effects, effect{Seq: 4, JobID: 4, Attempt: 2, Worker: "w.1", Held: false, At: at(1100)})
+		}, func(v verdict) int { return v.RanAfterCancel }, "ran_after_cancel"},
+		{"acknowledged cancel, job succeeded", func(h *history) {
+			j, evs := okJob(4, 4, 1)
+			h.Jobs[3], h.Events[4] = j, evs
+			h.Ended = nil
+		}, func(v verdict) int { return v.RanAfterCancel }, "ran_after_cancel"},
 	}
 	clean := check(base())
 	if clean.Lost+clean.Unexpected+clean.Stuck+clean.DupCompletions+clean.LeaseOverlaps+clean.IllegalHistories+
-		clean.AttemptsOverMax+clean.DupViolations+clean.MissingEffects+clean.FalseAcks+clean.Failed != 0 {
+		clean.AttemptsOverMax+clean.DupViolations+clean.MissingEffects+clean.FalseAcks+clean.Failed+
+		clean.EarlyStalls+clean.RanAfterCancel != 0 {
 		t.Fatalf("clean history: %+v", clean)
 	}
 	if clean.DupEffects != 1 {

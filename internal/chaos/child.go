@@ -71,6 +71,7 @@ type workArgs struct {
 //
 //	ready ID
 //	ok JOB ATTEMPT            the worker recorded the job as succeeded
+//	ended JOB ATTEMPT         a KindWork handler of 1s or more returned
 //	lost JOB ATTEMPT          a write of the worker was rejected: the lease was no longer its own
 //	leader true|false ID UNIXNANO
 //	stats inflight=N lease_lost=N succeeded=N   (answer to "stats" on stdin)
@@ -287,6 +288,9 @@ func (c *child) workers() *drover.Workers {
 		workerAt := time.Now().Add(c.cfg.Skew)
 		if err := c.effects.record(ctx, a.Seq, job, c.cfg.ID, workerAt); err != nil {
 			return nil, fmt.Errorf("record side effect: %w", err)
+		}
+		if a.MS >= 1000 { // when a long handler returned: a cancel must end it early
+			defer c.printf("ended %d %d", job.ID, job.Attempt)
 		}
 		t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
 		defer t.Stop()

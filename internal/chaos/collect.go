@@ -24,6 +24,7 @@ func (h *harness) checkAll(ctx context.Context) error {
 	s.Indeterminate = v.Indeterminate
 	s.Lost, s.Failed, s.Unexpected, s.Stuck = v.Lost, v.Failed, v.Unexpected, v.Stuck
 	s.DupCompletions, s.FalseAcks, s.LeaseOverlaps = v.DupCompletions, v.FalseAcks, v.LeaseOverlaps
+	s.EarlyStalls, s.RanAfterCancel = v.EarlyStalls, v.RanAfterCancel
 	s.IllegalHistories, s.AttemptsOverMax, s.MissingEffects = v.IllegalHistories, v.AttemptsOverMax, v.MissingEffects
 	s.DupEffects, s.DupViolations, s.Unleased = v.DupEffects, v.DupViolations, v.Unleased
 	s.Problems = append(s.Problems, v.Examples...)
@@ -46,6 +47,7 @@ func (h *harness) checkAll(ctx context.Context) error {
 			h.probes.fail("probe job %d (%s): %v", id, j.Kind, err)
 		}
 	}
+	s.Cancels = h.cancels.acked()
 	s.ProbeFailures = len(h.probes.failures)
 	s.Problems = append(s.Problems, h.probes.failures...)
 	if h.led.refused > 0 {
@@ -74,6 +76,7 @@ func (h *harness) collect(ctx context.Context) (*history, error) {
 	hist := &history{
 		Events: map[int64][]lifecycle.Event{}, Acked: h.led.acked, Attempted: h.led.attempted,
 		Probes: h.probes.ids, FarFuture: h.probes.farFuture, Faults: h.faults, Lease: h.prof.lease,
+		Cancels: h.cancels.sent,
 	}
 	var after int64
 	for {
@@ -159,10 +162,15 @@ ORDER BY 1, 2`)
 
 	lines, _ := h.lines.since(0)
 	for _, l := range lines {
-		if len(l.Fields) == 3 && l.Fields[0] == "ok" {
+		if len(l.Fields) == 3 && (l.Fields[0] == "ok" || l.Fields[0] == "ended") {
 			id, _ := strconv.ParseInt(l.Fields[1], 10, 64)
 			attempt, _ := strconv.Atoi(l.Fields[2])
-			hist.Acks = append(hist.Acks, ack{JobID: id, Attempt: attempt, Worker: l.Proc})
+			a := ack{JobID: id, Attempt: attempt, Worker: l.Proc, At: l.At}
+			if l.Fields[0] == "ok" {
+				hist.Acks = append(hist.Acks, a)
+			} else {
+				hist.Ended = append(hist.Ended, a)
+			}
 		}
 	}
 	return hist, nil

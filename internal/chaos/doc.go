@@ -27,7 +27,12 @@
 // the worker recorded a success, "lost" when a write of theirs was refused as
 // stale (drover.Observer), "leader true|false" from the engine, and "stats" on
 // request; the harness waits on these lines, never on sleeps (timers only pace
-// the fault schedule).
+// the fault schedule). Long handlers (a second or more) also print "ended" when
+// they return.
+//
+// Throughout phases 1 to 7 a canceler enqueues a 10 s KindWork job every 0.7 s
+// and cancels it through the library: every other one at once (queued or just
+// claimed), the rest once a worker runs it.
 //
 // # Phases
 //
@@ -61,12 +66,20 @@
 // lost (acknowledged, not terminal or missing), unexpected (in the database, not
 // in the ledger nor a probe), stuck (non-terminal after the drain, far-future
 // probe excepted), dup_completions (two attempts completed: succeeded events or
-// workers' "ok"), lease_overlaps (an attempt claimed while another attempt's
-// lease was open, replayed from the events), illegal_histories
-// (lifecycle.CheckHistory and CheckInvariants), attempts_over_max, leader_overlaps
+// workers' "ok", or one attempt reported "ok" twice), lease_overlaps (an attempt
+// claimed while another attempt's lease was open, replayed from the events),
+// early_stalls (an attempt stalled sooner than a lease after its claim: the
+// reaper took a lease that had not run out), ran_after_cancel (an acknowledged
+// cancel whose job did not end canceled, was run again by a later attempt, or
+// whose running handler returned more than a lease and 2 s after it with no
+// fault on its worker to explain the delay), illegal_histories
+// (lifecycle.CheckHistory and CheckInvariants, and the history must end in the
+// job's status and attempt: a dropped last event leaves a legal prefix),
+// attempts_over_max, leader_overlaps
 // (from the polled drover_leader row and from the engines' own lines),
 // probe_failures, and dup_effects: effect rows beyond one per job, allowed by
 // at-least-once but each one must come from an incarnation that a fault (kill,
 // pause, cut connection, database or server crash) hit near that time, or it
-// counts as a dup_effect_violation. Summary.Failures lists what failed.
+// counts as a dup_effect_violation; so does a second effect of one attempt,
+// whatever the faults (a run after a fault is a new claim, a new attempt). Summary.Failures lists what failed.
 package chaos

@@ -101,6 +101,7 @@ type harness struct {
 
 	led      ledger
 	probes   probeSet
+	cancels  cancelSet
 	leaders  leaderWatch
 	summary  Summary
 	problems []string

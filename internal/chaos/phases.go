@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ func (h *harness) phases(ctx context.Context) error {
 	enqCtx, stopEnq := context.WithCancel(ctx)
 	defer stopEnq()
 	enq := h.startEnqueuer(enqCtx)
+	canceling := h.cancelJobs(enqCtx, enq, 700*time.Millisecond)
 
 	h.logf("phase 1: baseline load for %s", p.baseline)
 	if err := pace(ctx, p.baseline); err != nil {
@@ -88,6 +90,7 @@ func (h *harness) phases(ctx context.Context) error {
 		<-enq.done
 		h.problem("the enqueuer had not finished at the drain deadline")
 	}
+	<-canceling
 	if err := h.awaitDrained(drainCtx); err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -259,7 +262,8 @@ func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
 			return l.Proc == pr.id && len(l.Fields) > 0 && l.Fields[0] == "lost"
 		})
 		_ = pace(ctx, p.lease/2)
-		rec.rejected = h.countLines(pr.id, "lost", resumed, time.Now())
+		// A canceled job's "lost" is no stale write refused: not counted.
+		rec.rejected = h.countLines(pr.id, "lost", resumed, time.Now()) - h.countCanceledLost(pr.id, resumed, time.Now())
 		h.addFault(fault{Kind: "pause", Targets: []string{pr.id}, Start: start, End: time.Now()})
 		h.pausesDone = append(h.pausesDone, rec)
 		h.summary.StaleRejected += rec.rejected
@@ -322,6 +326,25 @@ func (h *harness) countLines(id, kind string, from, to time.Time) int {
 	for _, l := range lines {
 		if (id == "" || l.Proc == id) && len(l.Fields) > 0 && l.Fields[0] == kind && !l.At.Before(from) && !l.At.After(to) {
 			n++
+		}
+	}
+	return n
+}
+
+// countCanceledLost counts the "lost" lines of proc id read in [from, to] that
+// name a job the harness canceled.
+func (h *harness) countCanceledLost(id string, from, to time.Time) int {
+	lines, _ := h.lines.since(0)
+	h.cancels.mu.Lock()
+	defer h.cancels.mu.Unlock()
+	n := 0
+	for _, l := range lines {
+		if l.Proc == id && len(l.Fields) == 3 && l.Fields[0] == "lost" && !l.At.Before(from) && !l.At.After(to) {
+			if jid, err := strconv.ParseInt(l.Fields[1], 10, 64); err == nil {
+				if _, ok := h.cancels.sent[jid]; ok {
+					n++
+				}
+			}
 		}
 	}
 	return n

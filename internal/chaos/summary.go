@@ -21,7 +21,8 @@ type Summary struct {
 	BackendKills  int `json:"backend_kills"` // pg_terminate_backend rounds
 	Pauses        int `json:"pauses"`        // SIGSTOP for twice the lease, then SIGCONT
 	LeaderKills   int `json:"leader_kills"`
-	Probes        int `json:"probes"` // bad inputs sent
+	Probes        int `json:"probes"`  // bad inputs sent
+	Cancels       int `json:"cancels"` // cancels of long jobs, answered canceled
 
 	// Checks that must be zero.
 	Lost             int `json:"lost"`
@@ -30,6 +31,8 @@ type Summary struct {
 	DupCompletions   int `json:"dup_completions"`
 	FalseAcks        int `json:"false_acks"`
 	LeaseOverlaps    int `json:"lease_overlaps"`
+	EarlyStalls      int `json:"early_stalls"`
+	RanAfterCancel   int `json:"ran_after_cancel"`
 	IllegalHistories int `json:"illegal_histories"`
 	AttemptsOverMax  int `json:"attempts_over_max"`
 	Failed           int `json:"failed"`
@@ -66,6 +69,9 @@ func (s *Summary) String() string {
 		fmt.Sprintf("stuck=%d", s.Stuck),
 		fmt.Sprintf("dup_completions=%d", s.DupCompletions),
 		fmt.Sprintf("lease_overlaps=%d", s.LeaseOverlaps),
+		fmt.Sprintf("early_stalls=%d", s.EarlyStalls),
+		fmt.Sprintf("cancels=%d", s.Cancels),
+		fmt.Sprintf("ran_after_cancel=%d", s.RanAfterCancel),
 		fmt.Sprintf("illegal_histories=%d", s.IllegalHistories),
 		fmt.Sprintf("attempts_over_max=%d", s.AttemptsOverMax),
 		fmt.Sprintf("stale_rejected=%d", s.StaleRejected),
@@ -98,6 +104,8 @@ func (s *Summary) Failures() []string {
 	must("dup_completions", s.DupCompletions)
 	must("false_acks", s.FalseAcks)
 	must("lease_overlaps", s.LeaseOverlaps)
+	must("early_stalls", s.EarlyStalls)
+	must("ran_after_cancel", s.RanAfterCancel)
 	must("illegal_histories", s.IllegalHistories)
 	must("attempts_over_max", s.AttemptsOverMax)
 	must("failed", s.Failed)
