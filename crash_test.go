@@ -84,14 +84,26 @@ func testCrashWorker(t *testing.T, kind string) {
 	startedBy := map[int64]fence{} // what the victim's handler saw, by job id
 	holders, started := 0, 0
 	cursor := 0
-	out.await(t, &cursor, 60*time.Second, "3 holding jobs started in the victim", func(pl procLine) bool {
+	// Nothing reaps before the kill, so the victim must run each job at most once.
+	countStart := func(pl procLine) (int64, bool) {
 		f := fields(pl.Text)
-		if len(f) != 4 || f[0] != "started" {
-			return false
+		if pl.Proc != victimID || len(f) != 4 || f[0] != "started" {
+			return 0, false
 		}
 		id, _ := strconv.ParseInt(f[1], 10, 64)
 		attempt, _ := strconv.Atoi(f[2])
+		if prev, twice := startedBy[id]; twice {
+			t.Errorf("the victim started job %d twice before the kill: attempt %d token %s, then attempt %d token %s",
+				id, prev.attempt, prev.token, attempt, f[3])
+		}
 		startedBy[id] = fence{attempt, f[3]}
+		return id, true
+	}
+	out.await(t, &cursor, 60*time.Second, "3 holding jobs started in the victim", func(pl procLine) bool {
+		id, ok := countStart(pl)
+		if !ok {
+			return false
+		}
 		started++
 		if indexOf[id]%crashHoldEvery == 0 {
 			holders++
@@ -99,6 +111,10 @@ func testCrashWorker(t *testing.T, kind string) {
 		return holders >= 3
 	})
 	killAt := victim.kill(t)
+	victim.requireKilled(t)
+	for _, pl := range out.since(cursor) { // what it printed before it died
+		countStart(pl)
+	}
 	t.Logf("SIGKILLed the victim after %d handler starts, %s into the test", started, killAt.Sub(began).Round(time.Millisecond))
 	if kind == "postgres" {
 		waitBackendsGone(t, victimID)

@@ -115,7 +115,7 @@ func testLeaderFailover(t *testing.T, kind string) {
 	for round := 1; round <= 2; round++ {
 		// Before the kill: the database agrees, and the leader keeps extending its
 		// lease while the others campaign (and lose) every TTL/3.
-		var first time.Time
+		var first, held time.Time // held: the latest expiry of the leader's lease seen
 		extensions := 0
 		eventually(t, 10*failoverTTL, fmt.Sprintf("round %d: %s extends its lease twice", round, current.proc), func() (bool, string) {
 			l, err := drv.LeaderGet(ctx)
@@ -132,10 +132,12 @@ func testLeaderFailover(t *testing.T, kind string) {
 			if first.IsZero() {
 				first = l.ExpiresAt
 			}
+			held = l.ExpiresAt
 			return extensions >= 2, fmt.Sprintf("%d extensions, expires %s", extensions, l.ExpiresAt)
 		})
 
 		killedAt := procs[current.proc].kill(t)
+		procs[current.proc].requireKilled(t)
 		open[current.proc].end = killedAt
 		delete(open, current.proc)
 		if len(open) != 0 {
@@ -151,6 +153,12 @@ func testLeaderFailover(t *testing.T, kind string) {
 		}
 		if took < 0 {
 			t.Errorf("round %d: %s became leader %s before %s was killed", round, successor.proc, -took, current.proc)
+		}
+		// The dead leader's lease is its own until it runs out: an election
+		// before that would have overlapped a leader that was merely slow.
+		if successor.start.Before(held) {
+			t.Errorf("round %d: %s became leader at %s, before the lease of %s (seen expiring at %s) ran out",
+				round, successor.proc, stamp(successor.start), current.proc, stamp(held))
 		}
 		l, err := drv.LeaderGet(ctx)
 		if err != nil || l.ID != successor.proc {

@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -374,6 +375,24 @@ func (p *helperProc) kill(t *testing.T) time.Time {
 		t.Errorf("helper %s (pid %d) not reaped 30s after SIGKILL", p.name, p.cmd.Process.Pid)
 	}
 	return at
+}
+
+// requireKilled fails the test unless the helper, reaped, died of a SIGKILL:
+// not an exit of its own (a crash, or a graceful stop) before the signal came.
+func (p *helperProc) requireKilled(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("helper %s (pid %d) not reaped", p.name, p.cmd.Process.Pid)
+	}
+	var ee *exec.ExitError
+	if !errors.As(p.waitErr, &ee) {
+		t.Fatalf("helper %s: exit %v, want death by SIGKILL", p.name, p.waitErr)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && !(ws.Signaled() && ws.Signal() == syscall.SIGKILL) {
+		t.Fatalf("helper %s: %v, want death by SIGKILL", p.name, p.waitErr)
+	}
 }
 
 // fields splits a line into words.

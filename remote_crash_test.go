@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -78,6 +77,17 @@ func testCrashRemoteWorker(t *testing.T, kind string) {
 		return len(held) >= 3
 	})
 	victim.kill(t)
+	victim.requireKilled(t)
+	// What the kill left: the held jobs run under the victim's fence, and the
+	// jobs it completed must never run again.
+	before := map[int64]*drover.Job{}
+	for _, j := range listAll(t, drv) {
+		before[j.ID] = j
+		if f, ok := held[j.ID]; ok && (j.Status != lifecycle.StatusRunning || j.Attempt != f.attempt || j.LeaseToken != f.token) {
+			t.Errorf("held job %d after the kill: %s at attempt %d token %q; want running at attempt %d token %q (the victim's)",
+				j.ID, j.Status, j.Attempt, j.LeaseToken, f.attempt, f.token)
+		}
+	}
 
 	// The engine reaps the dead worker's leases; a second remote worker finishes.
 	engineCtx, stopEngine := context.WithCancel(ctx)
@@ -86,7 +96,8 @@ func testCrashRemoteWorker(t *testing.T, kind string) {
 	go func() { defer close(engineDone); engine.Run(engineCtx) }()
 	t.Cleanup(func() { stopEngine(); <-engineDone })
 	survivor, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, &drover.WorkerConfig{
-		ID: "remote-survivor", Queues: map[string]int{drover.DefaultQueue: 8}, Workers: crashWorkers(io.Discard, "survivor"),
+		ID: "remote-survivor", Queues: map[string]int{drover.DefaultQueue: 8},
+		Workers:       crashWorkers(&syncWriter{w: &lineWriter{log: out, proc: "remote-survivor"}}, "survivor"),
 		LeaseDuration: crashLease, PollInterval: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -108,6 +119,16 @@ func testCrashRemoteWorker(t *testing.T, kind string) {
 		return done == n && len(jobs) == n, fmt.Sprintf("%d of %d succeeded (%d jobs)", done, n, len(jobs))
 	})
 
+	for _, pl := range out.since(0) {
+		f := fields(pl.Text)
+		if pl.Proc != "remote-survivor" || len(f) != 4 || f[0] != "started" {
+			continue
+		}
+		id, _ := strconv.ParseInt(f[1], 10, 64)
+		if b := before[id]; b != nil && b.Status == lifecycle.StatusSucceeded {
+			t.Errorf("the survivor ran job %d (attempt %s), which had succeeded at attempt %d before the kill", id, f[2], b.Attempt)
+		}
+	}
 	seen := map[int]bool{}
 	for _, j := range listAll(t, drv) {
 		var r struct{ I int }
