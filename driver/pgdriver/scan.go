@@ -110,6 +110,11 @@ func (r *jobRow) job(n *names, s *slab) (*driver.Job, error) {
 	if j.Errors, err = driver.DecodeAttemptErrors(r.Errors); err != nil {
 		return nil, fmt.Errorf("decode errors of job %d: %w", r.ID, err)
 	}
+	// PostgreSQL writes a timestamptz into jsonb in the session's TimeZone
+	// ("…-05:00"); every other time of a job is read in UTC, as SQLite's are.
+	for i := range j.Errors {
+		j.Errors[i].At = j.Errors[i].At.UTC()
+	}
 	return j, nil
 }
 
