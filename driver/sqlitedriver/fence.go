@@ -17,6 +17,11 @@ type fenced struct {
 	query string         // name of the statement in queries/lease.sql
 	ops   []lifecycle.Op // the operations the statement may perform, to name the event
 	args  []any          // statement arguments besides id, attempt, lease_token and now
+	// at, when set, gives the arguments computed from the transition's time
+	// (an error entry, a retry's or snooze's run_at): from the one reading of
+	// the clock the row's other times and the event take, once the write lock
+	// is held, as PostgreSQL's now() is one time for the whole statement.
+	at func(now time.Time) ([]any, error)
 	// rowEvent: the UPDATE keeps the event in the job row (a completion without
 	// a request_id: finished_by), so none is appended.
 	rowEvent bool
@@ -55,6 +60,13 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 		sql.Named("lease_token", driver.CanonicalToken(p.LeaseToken)),
 		sql.Named("now", micros(now)),
 	}, f.args...)
+	if f.at != nil {
+		more, err := f.at(now)
+		if err != nil {
+			return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err)
+		}
+		args = append(args, more...)
+	}
 	// Every transition from running but a completion without a request_id
 	// ends the claim, and so takes its kept events out of the row.
 	var kept *keptClaim

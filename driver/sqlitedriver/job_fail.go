@@ -19,25 +19,28 @@ func (d *Driver) JobFail(ctx context.Context, p driver.FailParams) (*driver.Job,
 	if err := driver.CheckTime("retry_at", p.RetryAt); err != nil {
 		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
 	}
-	now := clock(p.Now)
 	msg := driver.FailureText(p.Error) // stored as PostgreSQL stores it
-	entry, err := errorEntry(p.Attempt, now, msg, driver.StackText(p.Stack))
-	if err != nil {
-		return nil, fmt.Errorf("fail job %d: %w", p.ID, err)
-	}
-	retryAt := p.RetryAt
-	if retryAt.IsZero() {
-		retryAt = now.Add(p.RetryDelay)
-	}
+	stack := driver.StackText(p.Stack)
+	var now time.Time // the failure's time, read once the write lock is held
 	j, err := d.fence(ctx, p.FenceParams, fenced{
 		verb:  "fail",
 		query: "JobFail",
 		ops:   driver.FailOps(p.Permanent),
 		args: []any{
 			sql.Named("permanent", p.Permanent),
-			sql.Named("retry_at", micros(retryAt)),
 			sql.Named("error", msg),
-			sql.Named("error_entry", entry),
+		},
+		at: func(at time.Time) ([]any, error) {
+			now = at
+			entry, err := errorEntry(p.Attempt, now, msg, stack)
+			if err != nil {
+				return nil, err
+			}
+			retryAt := p.RetryAt
+			if retryAt.IsZero() {
+				retryAt = now.Add(p.RetryDelay)
+			}
+			return []any{sql.Named("retry_at", micros(retryAt)), sql.Named("error_entry", entry)}, nil
 		},
 	})
 	if err != nil {
@@ -55,16 +58,19 @@ func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.
 	if err := driver.CheckTime("run_at", p.RunAt); err != nil {
 		return nil, fmt.Errorf("snooze job %d: %w", p.ID, err)
 	}
-	now := clock(p.Now)
-	runAt := p.RunAt
-	if runAt.IsZero() {
-		runAt = now.Add(p.Delay)
-	}
+	var now time.Time // the snooze's time, read once the write lock is held
 	j, err := d.fence(ctx, p.FenceParams, fenced{
 		verb:  "snooze",
 		query: "JobSnooze",
 		ops:   []lifecycle.Op{lifecycle.OpSnooze},
-		args:  []any{sql.Named("run_at", micros(runAt))},
+		at: func(at time.Time) ([]any, error) {
+			now = at
+			runAt := p.RunAt
+			if runAt.IsZero() {
+				runAt = now.Add(p.Delay)
+			}
+			return []any{sql.Named("run_at", micros(runAt))}, nil
+		},
 	})
 	if err != nil {
 		return nil, err
