@@ -46,13 +46,16 @@ func (n *nodeFlags) register(cmd *cobra.Command, works bool) {
 		f.IntVar(&n.concurrency, "concurrency", 10, "jobs run at once per queue")
 		f.DurationVar(&n.poll, "poll-interval", time.Second, "fallback polling period when no wake-up arrives")
 	}
-	f.DurationVar(&n.lease, "lease", 30*time.Second, "lease duration: how long a job stays ours without a heartbeat (a worker with --server uses the server's lease)")
+	f.DurationVar(&n.lease, "lease", 30*time.Second, "lease duration, at least 100ms: how long a job stays ours without a heartbeat (a worker with --server uses the server's lease)")
 	f.DurationVar(&n.leaderTTL, "leader-ttl", 15*time.Second, "engine leadership lease")
 	f.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for running jobs and HTTP requests (0: it does not wait)")
 	f.BoolVar(&n.noEngine, "no-engine", false, "do not campaign to run the maintenance loops")
 	f.StringVar(&n.id, "id", envOr("DROVER_WORKER_ID", ""), "worker id (default host-pid-random; env DROVER_WORKER_ID)")
 	f.StringVar(&n.natsURL, "nats-url", os.Getenv("DROVER_NATS_URL"), "NATS JetStream server for wake-up pointers, e.g. nats://127.0.0.1:4222; not with drover worker --server (env DROVER_NATS_URL)")
 }
+
+// minLease is the shortest --lease, the shortest lease a worker takes.
+const minLease = 100 * time.Millisecond
 
 // queueMap checks the flags and returns the worker's queues (nil for a
 // command that runs no worker).
@@ -64,6 +67,12 @@ func (n *nodeFlags) queueMap() (map[string]int, error) {
 		if d.v <= 0 {
 			return nil, driver.Invalid(d.flag, "%s, must be positive", d.v)
 		}
+	}
+	if n.lease < minLease {
+		// A worker refuses it (NewWorker), but `drover server` runs none: it
+		// started, and bounding each claim's database work by the lease, it
+		// answered every task-claim 503.
+		return nil, driver.Invalid("lease", "%s is below %s", n.lease, minLease)
 	}
 	if n.leaderTTL < drover.MinLeaderTTL {
 		// The engine refuses it too, but in its goroutine: the process ran on
