@@ -65,9 +65,12 @@ func (q *enqueueRequest) toParams() (drover.EnqueueParams, error) {
 			return drover.EnqueueParams{}, driver.Invalid("timeout_seconds", "%v, must be 0.001 (a millisecond, the resolution) to a year", t)
 		}
 		// A millisecond is the resolution: 0.0015 is refused rather than cut to
-		// 1 ms, and 0.3 (0.29999… in binary) is 300 ms.
+		// 1 ms, and 0.3 (0.29999… in binary) is 300 ms, as is 1.1179999999999999
+		// (Go's Duration.Seconds of 1118 ms). Binary rounding is a few units in
+		// the last place of t; a tolerance of a millionth of the value let
+		// 600.0004 pass as 600 s, and 31622399.9995 as a year.
 		ms := math.Round(t * 1000)
-		if math.Abs(t*1000-ms) > 1e-6*max(1, ms) {
+		if ulp := math.Nextafter(t, math.Inf(1)) - t; math.Abs(t-ms/1000) > 4*ulp {
 			return drover.EnqueueParams{}, driver.Invalid("timeout_seconds", "%v is not a whole number of milliseconds (the resolution)", t)
 		}
 		o.Timeout = time.Duration(ms) * time.Millisecond
