@@ -59,10 +59,21 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		w.Errors = []AttemptError{}
 	}
 	if j.Timeout > 0 {
-		s := j.Timeout.Seconds()
+		s := TimeoutSeconds(j.Timeout)
 		w.TimeoutSeconds = &s
 	}
 	return json.Marshal(w)
+}
+
+// TimeoutSeconds is a timeout as the wire shape writes it: seconds, the
+// nearest number to its whole milliseconds (the resolution), so that 1118 ms
+// is written 1.118. Duration.Seconds adds the fraction in binary and wrote
+// 1.1179999999999999.
+func TimeoutSeconds(d time.Duration) float64 {
+	if d%time.Millisecond != 0 {
+		return d.Seconds()
+	}
+	return float64(d.Milliseconds()) / 1000
 }
 
 // UnmarshalJSON reads the wire shape back (for clients of the HTTP API).

@@ -42,7 +42,7 @@ func taskOf(j *drover.Job) Task {
 		t.LeaseExpiresAt = *j.LeaseExpiresAt
 	}
 	if j.Timeout > 0 {
-		s := j.Timeout.Seconds()
+		s := driver.TimeoutSeconds(j.Timeout)
 		t.TimeoutSeconds = &s
 	}
 	return t
