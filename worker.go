@@ -680,12 +680,22 @@ func (q *queueWake) take() []wakeup.Message {
 }
 
 // settle acks the pointers a successful claim looked at; after a failed claim it
-// keeps them for the next one, so they are acked only once a claim has run.
+// keeps them for the next one, so they are acked only once a claim has run,
+// up to maxPendingPointers with those that came meanwhile: the rest are
+// acked now. Put back in front of up to as many that came while the claim
+// ran, they went past the bound, by up to a thousand a failed claim, for as
+// long as claims kept failing.
 func (q *queueWake) settle(ms []wakeup.Message, claimed bool) {
 	if !claimed {
 		q.mu.Lock()
-		q.pending = append(ms, q.pending...)
+		all := append(ms, q.pending...)
+		n := min(len(all), maxPendingPointers)
+		q.pending = all[:n:n]
 		q.mu.Unlock()
+		for i := n; i < len(all); i++ {
+			_ = all[i].Ack()
+			all[i] = wakeup.Message{}
+		}
 		return
 	}
 	for _, m := range ms {
