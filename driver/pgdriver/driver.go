@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,14 @@ type Driver struct {
 	cursors claimCursors
 	wakeups wakeSender
 	closed  atomic.Bool
+
+	// The wake-up subscriptions' LISTEN connections are the driver's own,
+	// not the pool's: Close ends them (life) and waits for them (subs).
+	// subsMu orders a subscription's start against Close.
+	life    context.Context
+	endLife context.CancelFunc
+	subsMu  sync.Mutex
+	subs    sync.WaitGroup
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -152,6 +161,7 @@ func New(ctx context.Context, url string, opts Options) (*Driver, error) {
 // LISTEN (WakeupSubscribe).
 func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error) {
 	d := &Driver{pool: pool, log: opts.Logger}
+	d.life, d.endLife = context.WithCancel(context.Background())
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -325,9 +335,15 @@ func (d *Driver) Name() string { return "postgres" }
 // Ping implements driver.Driver.
 func (d *Driver) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
 
-// Close implements driver.Driver.
+// Close implements driver.Driver. It ends every wake-up subscription (its
+// channel closes) and closes their connections before it returns, and closes
+// the pool if New opened it.
 func (d *Driver) Close() error {
+	d.subsMu.Lock()
 	d.closed.Store(true)
+	d.endLife()
+	d.subsMu.Unlock()
+	d.subs.Wait()
 	if d.owned {
 		d.pool.Close()
 	}

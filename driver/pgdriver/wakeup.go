@@ -20,15 +20,34 @@ func (d *Driver) WakeupPublish(ctx context.Context, queues []string) error {
 }
 
 // WakeupSubscribe implements driver.Driver with LISTEN on a dedicated connection,
-// reconnecting with backoff until ctx ends. Notifications that arrive while the
-// connection is down are lost; workers poll, so nothing else is.
+// reconnecting with backoff until ctx ends or the driver closes; then the
+// connection is closed, and the channel after it. Notifications that arrive
+// while the connection is down are lost; workers poll, so nothing else is.
+// After Close it returns a closed channel.
 func (d *Driver) WakeupSubscribe(ctx context.Context) (<-chan string, error) {
+	d.subsMu.Lock()
+	if d.closed.Load() {
+		d.subsMu.Unlock()
+		ch := make(chan string)
+		close(ch)
+		return ch, nil
+	}
+	d.subs.Add(1)
+	d.subsMu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(d.life, cancel)
 	conn, err := d.listen(ctx)
 	if err != nil {
+		stop()
+		cancel()
+		d.subs.Done()
 		return nil, err
 	}
 	ch := make(chan string, 64)
 	go func() {
+		defer d.subs.Done()
+		defer cancel()
+		defer stop()
 		defer close(ch)
 		backoff := 100 * time.Millisecond
 		for {
