@@ -235,18 +235,22 @@ func (w *Worker) Start(ctx context.Context) error {
 		wakes[q] = &queueWake{ch: make(chan struct{}, 1)}
 		names = append(names, q)
 	}
-	if sub, err := w.be.wakeups(claimCtx); err != nil {
-		w.log.Warn("wake-ups unavailable; polling only", "err", err)
-	} else if sub != nil {
-		go func() {
-			for q := range sub {
-				for name, qw := range wakes {
-					if q == "" || q == name {
-						qw.signal()
-					}
+	forward := func(sub <-chan string) {
+		for q := range sub {
+			for name, qw := range wakes {
+				if q == "" || q == name {
+					qw.signal()
 				}
 			}
-		}()
+		}
+	}
+	if sub, err := w.be.wakeups(claimCtx); err != nil {
+		// Tried again until it succeeds: a worker that started while the
+		// database restarted polled, and only polled, for the rest of its life.
+		w.log.Warn("wake-ups unavailable; polling until they can be subscribed to", "err", err)
+		go w.subscribeLater(claimCtx, wakes, forward)
+	} else if sub != nil {
+		go forward(sub)
 	}
 	if w.cfg.Wakeups != nil {
 		if sub, err := w.cfg.Wakeups.Subscribe(claimCtx, names); err != nil {
@@ -585,6 +589,35 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 				waiting = false
 			}
 		}
+	}
+}
+
+// subscribeLater subscribes to the backend's wake-ups, which failed at Start,
+// trying again with backoff until it can or ctx ends, and then forwards them.
+// Once subscribed it wakes every queue once, for what was sent before it
+// listened.
+func (w *Worker) subscribeLater(ctx context.Context, wakes map[string]*queueWake, forward func(<-chan string)) {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		sub, err := w.be.wakeups(ctx)
+		if err != nil {
+			continue
+		}
+		if sub == nil {
+			return
+		}
+		w.log.Info("wake-ups subscribed")
+		for _, qw := range wakes {
+			qw.signal()
+		}
+		forward(sub)
+		return
 	}
 }
 
