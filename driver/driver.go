@@ -154,7 +154,8 @@ type Driver interface {
 	// WakeupPublish tells listeners that the queues may have claimable jobs.
 	// Wake-ups are only pointers: losing or repeating one never loses or doubles work.
 	WakeupPublish(ctx context.Context, queues []string) error
-	// WakeupSubscribe returns a channel that receives queue names until ctx ends.
+	// WakeupSubscribe returns a channel that receives queue names until ctx ends
+	// or the driver is closed, and is then closed.
 	// Delivery is best effort; receivers must also poll.
 	WakeupSubscribe(ctx context.Context) (<-chan string, error)
 
