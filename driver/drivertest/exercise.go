@@ -53,6 +53,7 @@ func Exercise(t *testing.T, open func(t *testing.T) driver.Driver) {
 		{"Wakeup", wakeupTests},
 		{"Driver", driverTests},
 		{"Batch", batchTests},
+		{"BatchFences", batchFenceTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
