@@ -54,6 +54,7 @@ func Exercise(t *testing.T, open func(t *testing.T) driver.Driver) {
 		{"Driver", driverTests},
 		{"Batch", batchTests},
 		{"BatchFences", batchFenceTests},
+		{"TimeBoundaries", timeBoundaryTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
