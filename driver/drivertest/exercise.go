@@ -55,6 +55,7 @@ func Exercise(t *testing.T, open func(t *testing.T) driver.Driver) {
 		{"Batch", batchTests},
 		{"BatchFences", batchFenceTests},
 		{"TimeBoundaries", timeBoundaryTests},
+		{"ClaimReplay", claimReplayTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
