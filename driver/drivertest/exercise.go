@@ -56,6 +56,7 @@ func Exercise(t *testing.T, open func(t *testing.T) driver.Driver) {
 		{"BatchFences", batchFenceTests},
 		{"TimeBoundaries", timeBoundaryTests},
 		{"ClaimReplay", claimReplayTests},
+		{"StartLease", startLeaseTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
