@@ -30,15 +30,7 @@ func TestPauseWaitsForClaimsInFlight(t *testing.T) {
 			}
 			// Hold the job's row, so that the claim waits for it once its
 			// statement has read the queue unpaused.
-			tx, err := d.Pool().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", id); err != nil {
-				t.Fatal(err)
-			}
-			holder := backendPID(t, tx)
+			tx, holder := holdJobRow(t, d, id)
 
 			p := driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true}
 			switch how {

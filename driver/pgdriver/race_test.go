@@ -50,6 +50,23 @@ func backendPID(t *testing.T, tx pgx.Tx) int {
 	return pid
 }
 
+// holdJobRow locks job id's row in a transaction of its own, held until the
+// test ends (or the caller rolls it back), and returns that transaction and
+// its backend's pid, so that a call under test can be seen waiting for it.
+func holdJobRow(t *testing.T, d *pgdriver.Driver, id int64) (pgx.Tx, int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	return tx, backendPID(t, tx)
+}
+
 // A cancel that waits for the job's lock while another transition (a claim, a
 // snooze) commits still cancels the job, which is not terminal: before, the
 // statement's UPDATE read the job as of before that commit, matched nothing and
@@ -73,15 +90,7 @@ func TestCancelWaitingForATransitionStillCancels(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Hold the job's row so that both calls queue behind it, the racing one first.
-			tx, err := d.Pool().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			if _, err := tx.Exec(ctx, "SELECT 1 FROM drover_jobs WHERE id = $1 FOR UPDATE", id); err != nil {
-				t.Fatal(err)
-			}
-			holder := backendPID(t, tx)
+			tx, holder := holdJobRow(t, d, id)
 			raced := make(chan error, 1)
 			go func() {
 				var err error
