@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -171,18 +172,27 @@ func check(h *history) verdict {
 		done[id][attempt] = true
 	}
 	for id, evs := range h.Events {
-		started := 0
+		// A snooze gives its execution back (a worker hands back a job whose
+		// abandoned handler it still runs that way), so the runs that count
+		// against max_attempts are the starts less the snoozes.
+		started, snoozed := 0, 0
 		for _, e := range evs {
 			switch e.Type {
 			case lifecycle.EventSucceeded:
 				mark(id, e.Attempt)
 			case lifecycle.EventStarted:
 				started++
+			case lifecycle.EventSnoozed:
+				snoozed++
 			}
 		}
-		if j := byID[id]; j != nil && started > j.MaxAttempts {
+		if j := byID[id]; j != nil && started-snoozed > j.MaxAttempts {
 			overMax[id] = true
-			v.example("job %d: started %d times, max_attempts %d", id, started, j.MaxAttempts)
+			types := make([]string, len(evs))
+			for i, e := range evs {
+				types[i] = fmt.Sprintf("%s@%d", e.Type, e.Attempt)
+			}
+			v.example("job %d: started %d times (%d snoozed), max_attempts %d: %s", id, started, snoozed, j.MaxAttempts, strings.Join(types, " "))
 		}
 		v.LeaseOverlaps += leaseOverlaps(evs, &v)
 		v.EarlyStalls += earlyStalls(evs, h.Lease, &v)

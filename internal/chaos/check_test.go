@@ -195,3 +195,51 @@ func TestSummaryFailures(t *testing.T) {
 		t.Fatalf("failures = %v, want lease_overlaps and stale_rejected", f)
 	}
 }
+
+// TestCheckSnoozeGivesItsExecutionBack: a worker hands back a claimed job
+// whose abandoned handler it still runs by snoozing it, which uses no
+// execution; three starts, one of them snoozed, fit max_attempts 2, and the
+// third real start does not (CI's chaos run, seed 1796627044764322203, flagged
+// a hanging probe so: "job 3152: started 3 times, max_attempts 2").
+func TestCheckSnoozeGivesItsExecutionBack(t *testing.T) {
+	snoozedHistory := func(runs int) *history {
+		h := base()
+		j := h.Jobs[0] // job 1, seq 1: one clean attempt
+		evs := []lifecycle.Event{{JobID: 1, Seq: 1, Type: lifecycle.EventEnqueued, To: lifecycle.StatusQueued, At: at(0)}}
+		add := func(typ lifecycle.EventType, from, to lifecycle.Status, attempt, ms int) {
+			evs = append(evs, lifecycle.Event{JobID: 1, Seq: int64(len(evs) + 1), Type: typ, From: from, To: to, Attempt: attempt, At: at(ms)})
+		}
+		h.Effects = h.Effects[1:] // job 1's effects, rebuilt below
+		attempt := 0
+		for r := 1; r <= runs; r++ {
+			attempt++
+			add(lifecycle.EventClaimed, lifecycle.StatusQueued, lifecycle.StatusClaimed, attempt, 1000*attempt)
+			add(lifecycle.EventStarted, lifecycle.StatusClaimed, lifecycle.StatusRunning, attempt, 1000*attempt+1)
+			if r == 1 { // the first claim is handed back unrun
+				add(lifecycle.EventSnoozed, lifecycle.StatusRunning, lifecycle.StatusQueued, attempt, 1000*attempt+2)
+				continue
+			}
+			h.Effects = append(h.Effects, effect{Seq: 1, JobID: 1, Attempt: attempt, Worker: "w.1", Held: true, At: at(1000*attempt + 3)})
+			if r < runs {
+				add(lifecycle.EventStalled, lifecycle.StatusRunning, lifecycle.StatusStalled, attempt, 1000*attempt+900)
+				add(lifecycle.EventRequeued, lifecycle.StatusStalled, lifecycle.StatusQueued, attempt, 1000*attempt+901)
+			} else {
+				add(lifecycle.EventSucceeded, lifecycle.StatusRunning, lifecycle.StatusSucceeded, attempt, 1000*attempt+20)
+			}
+		}
+		h.Events[1] = evs
+		j.Attempt, j.Executions, j.MaxAttempts = attempt, runs-1, 2
+		h.Acks[0] = ack{JobID: 1, Attempt: attempt, Worker: "w.1"}
+		h.Faults = append(h.Faults, fault{Kind: "kill", Targets: []string{"w.1"}, Start: at(0), End: at(10000)})
+		return h
+	}
+	v := check(snoozedHistory(3)) // started 3 times, 1 snoozed: 2 executions
+	if v.AttemptsOverMax != 0 || v.IllegalHistories != 0 || v.Lost+v.Failed+v.FalseAcks+v.MissingEffects != 0 {
+		t.Fatalf("two executions and a snooze, max_attempts 2: %+v\n%v", v, v.Examples)
+	}
+	h := snoozedHistory(4)   // started 4 times, 1 snoozed: 3 executions
+	h.Jobs[0].Executions = 2 // what the row's CHECK would allow; the events tell
+	if v := check(h); v.AttemptsOverMax != 1 {
+		t.Fatalf("three executions and a snooze, max_attempts 2: attempts_over_max = %d, want 1\n%v", v.AttemptsOverMax, v.Examples)
+	}
+}
