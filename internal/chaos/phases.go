@@ -217,12 +217,15 @@ func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
 		if pr == nil {
 			return fmt.Errorf("no worker to pause")
 		}
-		// Long jobs, so the target is surely holding some when it stops.
-		h.enqueueSlow(ctx, enq, 4*h.prof.concurrency, int(p.lease.Milliseconds()))
+		// Long jobs, so the target is surely holding some when it stops. Held
+		// as the database sees it: a handler in flight may be one whose job
+		// the canceller has already ended, whose late write is not counted
+		// (a worker holding only such a handler was paused, and resumed with
+		// nothing to refuse: "no late write was seen refused").
+		slow := h.enqueueSlow(ctx, enq, 4*h.prof.concurrency, int(p.lease.Milliseconds()))
 		holding := false
 		for try := 0; try < 50 && !holding; try++ {
-			st, ok := h.statsOfProc(pr, 2*time.Second)
-			holding = ok && st["inflight"] > 0
+			holding = h.holdsAnyOf(ctx, pr.id, slow)
 			if !holding {
 				if err := pace(ctx, 100*time.Millisecond); err != nil {
 					return err
@@ -230,7 +233,8 @@ func (h *harness) pauseFaults(ctx context.Context, enq *enqueuer) error {
 			}
 		}
 		if !holding {
-			h.problem("pause %d: %s never held a job; paused anyway", i+1, pr.id)
+			st, _ := h.statsOfProc(pr, 2*time.Second)
+			h.problem("pause %d: %s never held one of the slow jobs (its counters: %v); paused anyway", i+1, pr.id, st)
 		}
 		cursor := h.lines.len()
 		start := time.Now()
@@ -299,8 +303,25 @@ func (h *harness) intnPerm(n int) []int {
 	return h.rng.Perm(n)
 }
 
-// enqueueSlow enqueues n ledger jobs that work ms each.
-func (h *harness) enqueueSlow(ctx context.Context, e *enqueuer, n, ms int) {
+// holdsAnyOf says whether worker id is running one of the jobs ids, as the
+// database sees it.
+func (h *harness) holdsAnyOf(ctx context.Context, id string, ids []int64) bool {
+	if len(ids) == 0 {
+		return false
+	}
+	list := make([]string, len(ids))
+	for i, j := range ids {
+		list[i] = strconv.FormatInt(j, 10)
+	}
+	var n int
+	err := h.sqlDB.QueryRowContext(ctx, `SELECT count(*) FROM drover_jobs WHERE owner = $1 AND status = 'running' AND id IN (`+
+		strings.Join(list, ",")+`)`, id).Scan(&n)
+	return err == nil && n > 0
+}
+
+// enqueueSlow enqueues n ledger jobs that work ms each, and returns the ids
+// of those it enqueued.
+func (h *harness) enqueueSlow(ctx context.Context, e *enqueuer, n, ms int) []int64 {
 	params := make([]drover.EnqueueParams, n)
 	seqs := make([]int64, n)
 	for i := range params {
@@ -313,10 +334,14 @@ func (h *harness) enqueueSlow(ctx context.Context, e *enqueuer, n, ms int) {
 		res, err = h.client.EnqueueMany(ctx, params)
 		return err
 	}) {
+		ids := make([]int64, len(res))
 		for i, r := range res {
 			h.led.ack(seqs[i], r.Job.ID)
+			ids[i] = r.Job.ID
 		}
+		return ids
 	}
+	return nil
 }
 
 // countLines counts lines of kind from proc id read in [from, to].
