@@ -24,8 +24,18 @@ func TestNATSSubscribeDuringAnOutage(t *testing.T) {
 		Logger:         testLogger(t),
 		ConnectOptions: []nats.Option{nats.ReconnectWait(50 * time.Millisecond)},
 	}))
+	// The outage as the client knows it: a Subscribe racing the client's
+	// notice of the dead socket sends its request into the connection and
+	// waits out the request timeout (seen in CI: 5.001s), as any request would.
+	down := n.nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	defer n.nc.RemoveStatusListener(down)
 	_ = srv.Process.Kill()
 	_ = srv.Wait()
+	select {
+	case <-down:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client did not notice the NATS server's death within 30s")
+	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
