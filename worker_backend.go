@@ -81,3 +81,15 @@ func retryable(err error) bool {
 	}
 	return true
 }
+
+// retryableReport reports whether a report (or a give-back) may be sent again
+// with its request_id: as retryable, and also when the server refused the
+// worker's token (401, 403). That refusal is not of what the report says, so
+// it is never replaced by a failure, and the same report may yet be taken
+// before its deadline: by another server behind a load balancer during a
+// token rotation (a success answered 401 by the server still on the old token
+// was reported as a failure instead, which the other one took: the job went
+// to the DLQ though its handler had run), or once the token is set right.
+func retryableReport(err error) bool {
+	return retryable(err) || errors.Is(err, ErrUnauthorized)
+}

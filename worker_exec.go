@@ -596,7 +596,7 @@ func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, releas
 	fence.RequestID = newRequestID()
 	var err error
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if err = w.be.snooze(deadline, fence, after); err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
+		if err = w.be.snooze(deadline, fence, after); err == nil || !retryableReport(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
 		time.Sleep(wait)
@@ -874,12 +874,13 @@ func (x *execution) reportFrom(first error) {
 			x.done()
 			return
 		}
-		if !retryable(err) {
+		if !retryableReport(err) {
 			if !refused {
 				// The server refused the report itself (a 4xx other than a lost
-				// lease): report a failure that says so instead, which it can
-				// take, rather than leave the job running until its lease
-				// expires and the reaper counts the execution again.
+				// lease or a refused token): report a failure that says so
+				// instead, which it can take, rather than leave the job running
+				// until its lease expires and the reaper counts the execution
+				// again.
 				refused = true
 				log.Error("result refused; reporting a failure instead", "err", err)
 				var r failReport
@@ -901,8 +902,11 @@ func (x *execution) reportFrom(first error) {
 		}
 		if wait < minInterval {
 			msg := "could not record the result; the job will be retried after its lease expires"
-			if errors.Is(err, errRetryCheck) { // an earlier try may have been applied: the job may be done
+			switch {
+			case errors.Is(err, errRetryCheck): // an earlier try may have been applied: the job may be done
 				msg = "could not tell whether the result was recorded; if it was not, the job will be retried after its lease expires"
+			case errors.Is(err, ErrUnauthorized):
+				msg = "could not record the result: the server refused the worker's token; the job will be retried after its lease expires"
 			}
 			log.Error(msg, "err", err)
 			x.done()
