@@ -220,26 +220,35 @@ func TestRemoteWorkerSaysAtOnceWhenTheServerDoesNotAnswer(t *testing.T) {
 	})
 }
 
-// A worker whose claims keep failing (a wrong token here; a database down
-// for an hour is the same) logs the first failure, and then not at every
-// poll: a changed error, or once a minute with the count.
+// A worker whose claims keep failing (its token revoked after it started
+// here; a database down for an hour is the same) logs the first failure, and
+// then not at every poll: a changed error, or once a minute with the count.
+// It keeps claiming: the token may be set right again, and a load balancer
+// in the middle of a token rotation refuses it at some servers only.
 func TestRepeatedClaimFailuresAreLoggedOnce(t *testing.T) {
 	c := newClient(t, "sqlite", nil)
 	s := server.New(c, server.Config{WorkerToken: "right"})
+	rotated := server.New(c, server.Config{WorkerToken: "newer"})
 	var claims atomic.Int64
+	var revoked atomic.Bool
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !revoked.Load() {
+			s.ServeHTTP(w, r)
+			return
+		}
 		if r.URL.Path == "/internal/task-claim" {
 			claims.Add(1)
 		}
-		s.ServeHTTP(w, r)
+		rotated.ServeHTTP(w, r)
 	}))
-	t.Cleanup(func() { hs.Close(); s.Close() })
+	t.Cleanup(func() { hs.Close(); s.Close(); rotated.Close() })
 	ws := drover.NewWorkers()
 	drover.Register(ws, "k", func(context.Context, *drover.Job, struct{}) (any, error) { return nil, nil })
 	logs := &logBuffer{}
 	cfg := fastWorkerConfig(ws)
 	cfg.PollInterval, cfg.Logger = 10*time.Millisecond, logs.logger()
-	startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, Token: "wrong"}, cfg)
+	startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, Token: "right", WaitSeconds: -1}, cfg)
+	revoked.Store(true)
 	waitFor(t, "20 refused claims", func() bool { return claims.Load() >= 20 })
 	if n := strings.Count(logs.String(), `msg="claim failed"`); n != 1 {
 		t.Errorf("%d claims refused, %d logged; want 1 logged:\n%s", claims.Load(), n, logs.String())

@@ -661,6 +661,9 @@ func TestRemoteWorkerLongPollPicksUpNewJobs(t *testing.T) {
 	})
 }
 
+// A remote worker started with a token the server refuses fails at Start,
+// loudly, as a Temporal worker does: it ran on, claiming nothing, its only
+// sign a log line, while its jobs waited. With the worker token it works.
 func TestRemoteWorkerToken(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		ts := startServer(t, kind, server.Config{WorkerToken: "worker-secret", AdminToken: "admin-secret"})
@@ -669,12 +672,15 @@ func TestRemoteWorkerToken(t *testing.T) {
 			return addResult{Sum: args.A + args.B}, nil
 		})
 
-		var logs logBuffer
-		bad := fastWorkerConfig(ws)
-		bad.Logger = logs.logger()
-		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, Token: "wrong"}, bad)
 		id := enqueue(t, ts.c, "add", addArgs{A: 1, B: 2}, nil).ID
-		waitFor(t, "the wrong token to be refused", func() bool { return strings.Contains(logs.String(), "401 unauthorized") })
+		bad := newRemoteWorker(t, drover.RemoteConfig{URL: ts.url, Token: "wrong"}, fastWorkerConfig(ws))
+		err := bad.Start(context.Background())
+		if !errors.Is(err, drover.ErrUnauthorized) || !strings.Contains(err.Error(), "401 unauthorized") {
+			t.Errorf("Start with a wrong token: %v, want the server's 401, matching ErrUnauthorized", err)
+		}
+		if err == nil {
+			_ = bad.Stop(context.Background())
+		}
 		if j := getJob(t, ts.c, id); j.Status != drover.StatusQueued || j.Attempt != 0 {
 			t.Errorf("with a wrong token: %s, want queued and never claimed", describe(j))
 		}

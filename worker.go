@@ -204,7 +204,10 @@ func (w *Worker) ID() string { return w.cfg.ID }
 func (w *Worker) Stats() *WorkerStats { return &w.stats }
 
 // Start begins claiming jobs. It returns at once; the worker runs until Stop.
-// It refuses a config whose Workers has no handler yet.
+// It refuses a config whose Workers has no handler yet. A remote worker first
+// asks its server whether it takes the worker's token (up to 5 s): a refused
+// token fails Start with an error matching ErrUnauthorized, and the worker may
+// be started again; a server that does not answer does not.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -218,6 +221,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		// It would claim jobs only to fail them, attempt after attempt, into
 		// the DLQ.
 		return errors.New("drover: the worker's Workers has no handler: Register at least one before Start")
+	}
+	if err := w.be.check(ctx); err != nil {
+		return err
 	}
 	w.started = true
 	claimCtx, cancelClaims := context.WithCancel(context.WithoutCancel(ctx))

@@ -22,6 +22,9 @@ type backend interface {
 	// start and stop bracket the worker's life; stop runs after the last report.
 	start()
 	stop()
+	// check, before start, refuses a worker that cannot work at all (a remote
+	// worker whose token the server refuses); a failure to check is no refusal.
+	check(ctx context.Context) error
 	// claim returns up to limit jobs of queue, already running under a lease held
 	// by this worker. A long-polling backend may hold the call until work is ready
 	// or ctx ends, and must then say when the lease may have begun.

@@ -48,6 +48,29 @@ func (b *httpBackend) start()         {}
 func (b *httpBackend) stop()          { b.hc.CloseIdleConnections() }
 func (b *httpBackend) longPoll() bool { return b.wait > 0 }
 
+// tokenCheckFor bounds check's wait for the server's answer.
+const tokenCheckFor = 5 * time.Second
+
+// check asks the server whether it takes the worker's token, so that a worker
+// started with a wrong one fails at Start, as a Temporal worker does, rather
+// than run on claiming nothing, its only sign a log line. It sends an empty
+// heartbeat, which changes nothing: the server checks the token before the
+// body, so a token it refuses is answered 401 or 403, one it takes 400 (no
+// task_id). Any other outcome (no answer, a 5xx: the server is down or
+// restarting) is no refusal: the worker starts, and its claims are retried as
+// ever.
+func (b *httpBackend) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, tokenCheckFor)
+	defer cancel()
+	err := b.post(ctx, "/internal/heartbeat", struct{}{}, &struct{}{})
+	if re := (*RemoteError)(nil); errors.As(err, &re) && errors.Is(err, ErrUnauthorized) {
+		// Not the request's path: the heartbeat is only the question.
+		return fmt.Errorf("drover: the server at %s refused the worker's token (%d %s: %s): %w",
+			b.base, re.Status, re.Code, re.Message, ErrUnauthorized)
+	}
+	return nil
+}
+
 // wakeups: none; the long-poll of claim is the wake-up.
 func (b *httpBackend) wakeups(context.Context) (<-chan string, error) { return nil, nil }
 

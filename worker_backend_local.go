@@ -56,6 +56,8 @@ func (b *localBackend) stop() {
 	b.completerWG.Wait()
 }
 
+func (b *localBackend) check(context.Context) error { return nil }
+
 func (b *localBackend) longPoll() bool { return false }
 
 func (b *localBackend) wakeups(ctx context.Context) (<-chan string, error) {
