@@ -70,6 +70,16 @@ type failure struct {
 	minDelay   time.Duration // the least retry delay, whoever computes it (an abandoned handler's: its lease)
 }
 
+// failedBy reports whether a failure report of fence f's attempt failed the
+// job, from the job its answer holds (status, attempt). The answer to a
+// resend that repeats an applied report (its first answer lost) is the job
+// as it is now: a later attempt may have claimed the retry since and failed
+// it, which is no outcome of this report. A job is claimed again only from
+// queued, so one failed at f's attempt was failed by this report.
+func failedBy(status JobStatus, attempt int, f driver.FenceParams) bool {
+	return status == StatusFailed && attempt == f.Attempt
+}
+
 // retryable reports whether repeating a report (with the same request_id) may
 // succeed: not when the lease is lost, or a server or the driver refused the
 // request itself (a result the database cannot store was retried for a whole

@@ -353,7 +353,7 @@ type completeBody struct {
 }
 
 // report sends a task-complete, giving up at deadline, and returns the job's
-// status afterwards. One sending waits for its answer at most half the time
+// status and attempt afterwards. One sending waits for its answer at most half the time
 // left (and at least a heartbeat interval of the lease), counted from when its
 // request was written: the worker's report loop then sends it again (with its
 // request_id, so it is applied once). A sending swallowed on its way (a proxy
@@ -365,9 +365,10 @@ type completeBody struct {
 // with its result, may be large too), and runs on through any other answer's
 // body: a proxy's error page that trickled in held the report until its
 // deadline as a swallowed request did.
-func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, error) {
+func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, int, error) {
 	var out struct {
-		Status JobStatus `json:"status"`
+		Status  JobStatus `json:"status"`
+		Attempt int       `json:"attempt"`
 	}
 	lease := time.Duration(b.serverLease.Load()) // the server's, which the job's claim said
 	if lease == 0 {
@@ -389,7 +390,7 @@ func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, 
 	if cut() && err != nil {
 		err = fmt.Errorf("POST %s: no whole answer within %s of sending it: %w", path, wait, err)
 	}
-	return out.Status, err
+	return out.Status, out.Attempt, err
 }
 
 // answerWithin returns ctx, canceled if the answer to the request made with it
@@ -432,7 +433,7 @@ func (b *httpBackend) complete(deadline time.Time, f driver.FenceParams, result 
 	if len(result) == 0 {
 		result = json.RawMessage("null")
 	}
-	_, err := b.report(deadline, completeBody{fenceBody: fenceOf(f), Status: "succeeded", Output: result, RequestID: f.RequestID})
+	_, _, err := b.report(deadline, completeBody{fenceBody: fenceOf(f), Status: "succeeded", Output: result, RequestID: f.RequestID})
 	return err
 }
 
@@ -444,7 +445,7 @@ func (b *httpBackend) fail(deadline time.Time, f driver.FenceParams, fl failure)
 	if fl.permanent {
 		body.Status, body.RetryAfterSeconds = "failed", 0
 	}
-	status, err := b.report(deadline, body)
+	status, attempt, err := b.report(deadline, body)
 	var re *RemoteError
 	if body.RetryAfterSeconds > 0 && errors.As(err, &re) && re.Status == http.StatusBadRequest &&
 		strings.Contains(re.Message, `unknown field "retry_after_seconds"`) {
@@ -452,14 +453,14 @@ func (b *httpBackend) fail(deadline time.Time, f driver.FenceParams, fl failure)
 		// backoff then decides the delay) rather than not at all, which left
 		// the job to the reaper without its error.
 		body.RetryAfterSeconds = 0
-		status, err = b.report(deadline, body)
+		status, attempt, err = b.report(deadline, body)
 	}
-	return status == StatusFailed, err
+	return failedBy(status, attempt, f), err
 }
 
 func (b *httpBackend) snooze(deadline time.Time, f driver.FenceParams, d time.Duration) error {
 	secs := d.Seconds()
-	_, err := b.report(deadline, completeBody{
+	_, _, err := b.report(deadline, completeBody{
 		fenceBody: fenceOf(f), Status: "retry", Error: fmt.Sprintf("snoozed for %s", d),
 		SnoozeSeconds: &secs, RequestID: f.RequestID,
 	})

@@ -163,7 +163,7 @@ func (b *localBackend) fail(deadline time.Time, f driver.FenceParams, fl failure
 	if err != nil {
 		return false, err
 	}
-	return j.Status == StatusFailed, nil
+	return failedBy(j.Status, j.Attempt, f), nil
 }
 
 func (b *localBackend) snooze(deadline time.Time, f driver.FenceParams, d time.Duration) error {
