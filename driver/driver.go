@@ -118,7 +118,11 @@ type Driver interface {
 	// lease_expires_at < now goes to stalled (event "stalled") and, in the same
 	// transaction, to queued at now (event "requeued"), or to failed (event
 	// "failed") when it was running and its executions reached max_attempts. A
-	// running attempt that stalled is recorded in the error history.
+	// running attempt that stalled is recorded in the error history. A job
+	// whose reap the database refuses (a write it cannot take, such as an
+	// error history past what a row holds) is left as it is and holds up no
+	// other: the call answers the jobs it reaped together with a
+	// *ReapRefusedError naming the ones it left.
 	JobReapExpired(ctx context.Context, params ReapParams) ([]*Job, error)
 	// JobDeleteFinished deletes terminal jobs (and their events) finished before
 	// the params' cutoff (see DeleteFinishedParams), at most Limit per call.

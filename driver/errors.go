@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/drover-dev/drover/lifecycle"
 )
@@ -190,3 +191,27 @@ func Refused(op string, id int64, now lifecycle.Status, attempt int, err error) 
 
 // DLQOnlyFailed is the hint a DLQ requeue of a job that is not failed carries.
 const DLQOnlyFailed = "only failed jobs are in the DLQ"
+
+// ReapRefusedError is what JobReapExpired answers, with the jobs it reaped,
+// when the database refused the reap of some: those are left as they are.
+// Each job's reap is its own change, so one the database refuses (an error
+// history grown past what a row holds) cannot hold up the others, as it did
+// when one refusal failed the call and the next call met it first again.
+type ReapRefusedError struct {
+	IDs  []int64 // the jobs left as they are
+	Errs []error // the database's answer for each, in the order of IDs
+}
+
+func (e *ReapRefusedError) Error() string {
+	const shown = 3
+	var each []string
+	for i, id := range e.IDs[:min(len(e.IDs), shown)] {
+		each = append(each, fmt.Sprintf("job %d: %v", id, e.Errs[i]))
+	}
+	if len(e.IDs) > shown {
+		each = append(each, fmt.Sprintf("and %d more", len(e.IDs)-shown))
+	}
+	return fmt.Sprintf("reap expired leases: the database refused the reap of %d jobs, left as they are: %s", len(e.IDs), strings.Join(each, "; "))
+}
+
+func (e *ReapRefusedError) Unwrap() []error { return e.Errs }

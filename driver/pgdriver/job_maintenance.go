@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/lifecycle"
@@ -40,13 +41,20 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 			break
 		}
 	}
+	var jobs []*driver.Job
 	rows, err := d.pool.Query(ctx, queries.Get("JobReapExpired"), limit, nowArg(p.Now))
-	if err != nil {
-		return nil, fmt.Errorf("reap expired leases: %w", err)
+	if err == nil {
+		jobs, err = collectJobs(rows)
 	}
-	jobs, err := collectJobs(rows)
+	var reapErr error
 	if err != nil {
-		return nil, fmt.Errorf("reap expired leases: %w", err)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || ctx.Err() != nil {
+			return nil, fmt.Errorf("reap expired leases: %w", err)
+		}
+		// The database refused the statement, maybe for one job's sake:
+		// reap them one at a time, so that job holds up no other.
+		jobs, reapErr = d.reapEach(ctx, limit, p.Now)
 	}
 	ready := map[string]bool{}
 	for _, j := range jobs {
@@ -56,6 +64,49 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 	}
 	if len(ready) > 0 {
 		_ = d.WakeupPublish(ctx, keysOf(ready))
+	}
+	return jobs, reapErr
+}
+
+// reapOneQuery is JobReapExpired for job $3 alone (reapEach).
+var reapOneQuery = queryVariant("JobReapExpired", "WHERE id = ANY (ARRAY(SELECT id FROM due))", "WHERE id = $3::bigint")
+
+// reapEach reaps the jobs JobReapExpired's statement reads, a statement each,
+// after the database refused that statement. Its reap of all of them was
+// one statement, and a job whose own reap the database refuses (an error
+// history past the 256 MB a jsonb holds) failed it whole; that job's lease
+// expired before the others', so every later call met it first again, and
+// no other expired lease was ever reaped. A job refused on its own is left as
+// it is and named in the *driver.ReapRefusedError answered with the rest.
+func (d *Driver) reapEach(ctx context.Context, limit int, now *time.Time) ([]*driver.Job, error) {
+	rows, err := d.pool.Query(ctx, queries.Get("JobReapCandidates"), limit, nowArg(now))
+	if err != nil {
+		return nil, fmt.Errorf("reap expired leases: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("reap expired leases: %w", err)
+	}
+	jobs := []*driver.Job{}
+	var refused driver.ReapRefusedError
+	for _, id := range ids {
+		rows, err := d.pool.Query(ctx, reapOneQuery, limit, nowArg(now), id)
+		var one []*driver.Job
+		if err == nil {
+			one, err = collectJobs(rows)
+		}
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || ctx.Err() != nil {
+				return jobs, fmt.Errorf("reap expired leases: job %d: %w", id, err)
+			}
+			refused.IDs, refused.Errs = append(refused.IDs, id), append(refused.Errs, err)
+			continue
+		}
+		jobs = append(jobs, one...)
+	}
+	if len(refused.IDs) > 0 {
+		return jobs, &refused
 	}
 	return jobs, nil
 }

@@ -25,13 +25,16 @@ const (
 // transaction, back to queued at now, or to failed when a running attempt used
 // up the execution budget. A stalled running attempt is recorded in the error
 // history, since its handler may have done part of its work. Returns the jobs as
-// they end up; their queues get a wake-up.
+// they end up; their queues get a wake-up. A job whose reap the database
+// refuses is left as it is (a savepoint undoes its part) and named in a
+// *driver.ReapRefusedError answered with the others.
 func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*driver.Job, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
 	reaped := []*driver.Job{}
+	var refused driver.ReapRefusedError
 	// Paced as retention is (bulkTx): after a crash of many workers the
 	// engine's pass is transaction after transaction of up to Limit jobs
 	// (~95 ms for 1,000), and another process's heartbeats and claims
@@ -43,9 +46,26 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 			return fmt.Errorf("reap: select expired leases: %w", err)
 		}
 		for _, j := range expired {
+			// Each job's reap is undone on its own when the database
+			// refuses it: one refused job failed the whole transaction,
+			// and met every later call first (it expired first), so no
+			// other expired lease was ever reaped.
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT drover_reap"); err != nil {
+				return fmt.Errorf("reap job %d: %w", j.ID, err)
+			}
 			r, err := reapOne(ctx, tx, j, now)
+			after := context.WithoutCancel(ctx) // the savepoint ends whatever became of ctx
 			if err != nil {
-				return err
+				if ctx.Err() != nil {
+					return err
+				}
+				if _, rerr := tx.ExecContext(after, "ROLLBACK TO drover_reap"); rerr != nil {
+					return fmt.Errorf("%w (and undoing it failed: %v)", err, rerr)
+				}
+				refused.IDs, refused.Errs = append(refused.IDs, j.ID), append(refused.Errs, err)
+			}
+			if _, err := tx.ExecContext(after, "RELEASE drover_reap"); err != nil {
+				return fmt.Errorf("reap job %d: %w", j.ID, err)
 			}
 			if r != nil {
 				reaped = append(reaped, r)
@@ -65,6 +85,9 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 		}
 	}
 	d.wake.publish(queues)
+	if len(refused.IDs) > 0 {
+		return reaped, &refused
+	}
 	return reaped, nil
 }
 

@@ -222,21 +222,19 @@ func (e *Engine) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 // drover_leases rows a call, one per claim, so after claims of one job each it
 // answers 100), and stopping at the first short answer left the rest to wait a
 // reap interval each 100 jobs. It stops too once the leadership is no longer
-// trusted.
+// trusted. A call may answer jobs with an error (a job the database refused
+// to reap, left as it is): those jobs were reaped all the same, and count.
 func (e *Engine) reap(ctx context.Context) {
 	for ctx.Err() == nil && e.trusted() {
 		jobs, err := e.drv.JobReapExpired(ctx, driver.ReapParams{Limit: 1000})
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn("lease reaper failed", "err", err)
-			}
-			return
-		}
 		for _, j := range jobs {
 			e.log.Info("lease expired; job reaped", "job", j.ID, "attempt", j.Attempt, "now", j.Status)
 		}
 		e.reaped.Add(int64(len(jobs)))
-		if len(jobs) == 0 {
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("lease reaper failed", "err", err)
+		}
+		if err != nil || len(jobs) == 0 {
 			return
 		}
 	}

@@ -670,6 +670,19 @@ fin AS (
 )
 SELECT * FROM j ORDER BY id;
 
+-- name: JobReapCandidates
+-- The jobs JobReapExpired reads, ids only and unlocked: when the database
+-- refuses its statement, each of them is reaped by a statement of its own.
+SELECT id FROM drover_jobs
+WHERE id = ANY (ARRAY(
+        SELECT u.id FROM (
+            SELECT job_ids FROM drover_leases WHERE expires_at < coalesce($2::timestamptz, now())
+            ORDER BY expires_at LIMIT 100
+        ) l CROSS JOIN LATERAL unnest(l.job_ids) AS u(id)))
+  AND status IN ('claimed','running') AND lease_expires_at < coalesce($2::timestamptz, now())
+ORDER BY lease_expires_at
+LIMIT $1;
+
 -- name: LeaseTidy
 -- Of the drover_leases rows that are due, deletes those none of whose jobs is
 -- leased any more and moves the rest to the earliest lease among their leased
