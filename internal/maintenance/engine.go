@@ -342,9 +342,13 @@ func (w *repairWalk) step(ctx context.Context, now time.Time) bool {
 	return true
 }
 
-// retain deletes finished jobs older than the retention age, in batches.
+// retain deletes finished jobs older than the retention age, in batches. It
+// stops too once the leadership is no longer trusted, as the reaper does: a
+// pass over a backlog is many calls, and a leader whose election loop stalled
+// went on deleting past the lease it last extended, beside a successor's own
+// pass and with its own retention age.
 func (e *Engine) retain(ctx context.Context) {
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && e.trusted() {
 		// The age is measured by the database's clock, which wrote finished_at:
 		// an engine whose own clock ran a day ahead deleted a day early, and
 		// freed idempotency keys of jobs that had just finished.
