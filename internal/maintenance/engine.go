@@ -223,18 +223,26 @@ func (e *Engine) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 // answers 100), and stopping at the first short answer left the rest to wait a
 // reap interval each 100 jobs. It stops too once the leadership is no longer
 // trusted. A call may answer jobs with an error (a job the database refused
-// to reap, left as it is): those jobs were reaped all the same, and count.
+// to reap, left as it is): those jobs were reaped all the same, they count,
+// and the pass goes on; the error is logged once, when the pass ends (a
+// refused job comes back in every call).
 func (e *Engine) reap(ctx context.Context) {
+	var last error
+	defer func() {
+		if last != nil && ctx.Err() == nil {
+			e.log.Warn("lease reaper failed", "err", last)
+		}
+	}()
 	for ctx.Err() == nil && e.trusted() {
 		jobs, err := e.drv.JobReapExpired(ctx, driver.ReapParams{Limit: 1000})
 		for _, j := range jobs {
 			e.log.Info("lease expired; job reaped", "job", j.ID, "attempt", j.Attempt, "now", j.Status)
 		}
 		e.reaped.Add(int64(len(jobs)))
-		if err != nil && ctx.Err() == nil {
-			e.log.Warn("lease reaper failed", "err", err)
+		if err != nil {
+			last = err
 		}
-		if err != nil || len(jobs) == 0 {
+		if len(jobs) == 0 {
 			return
 		}
 	}

@@ -115,3 +115,60 @@ func TestReapGoesOnPastAJobItCannotReap(t *testing.T) {
 		})
 	}
 }
+
+// A pass goes on past a job the database refuses to reap: it reaps every
+// other expired lease, however many claims took them. The PostgreSQL driver
+// reads 100 due drover_leases rows a call, so after single-job claims a call
+// answers 100 jobs, and the refused job, which expired first, comes back in
+// every call with its error: the pass ended at that first error, and the
+// expired leases waited a reap interval per 100.
+func TestReapPassGoesOnPastAJobItCannotReap(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			drv := &reapCounter{Driver: testdb.Open(t, kind), calls: make(chan int, 100)}
+			const n = 300
+			past := time.Now().Add(-time.Hour)
+			runAt := past.Add(-time.Hour)
+			params := make([]driver.InsertParams, n+1)
+			for i := range params {
+				params[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3, RunAt: &runAt}
+			}
+			if _, err := drv.JobInsertMany(ctx, params); err != nil {
+				t.Fatal(err)
+			}
+			// Each job claimed on its own, an hour ago, for a minute; the
+			// first, whose lease expired first, the database refuses to reap.
+			var refused int64
+			for i := range n + 1 {
+				jobs, err := drv.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "gone",
+					LeaseDuration: time.Minute, Start: true, Now: &past})
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("claim %d: %v, %v", i, jobs, err)
+				}
+				if i == 0 {
+					refused = jobs[0].ID
+				}
+			}
+			refuseReap(t, drv.Driver, refused)
+			// One pass: the next is an hour away.
+			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 10 * time.Second, ReapInterval: time.Hour,
+				ReconcileInterval: time.Hour, Retention: -1})
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); e.Run(rctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			got := 0
+			timeout := time.After(10 * time.Second)
+			for got < n {
+				select {
+				case got = <-drv.calls:
+				case <-timeout:
+					t.Fatalf("the first reap pass requeued %d of the %d expired jobs it may reap; the rest wait for the next pass, an hour later", got, n)
+				}
+			}
+		})
+	}
+}
