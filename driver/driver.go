@@ -136,6 +136,8 @@ type Driver interface {
 	// and returns that job, with Replayed = true, whatever its status now.
 	JobDLQRequeue(ctx context.Context, params DLQRequeueParams) (*Job, error)
 	// JobDLQPurge deletes failed jobs (optionally of one queue); returns the count.
+	// It deletes those that were failed when it began: a job that fails while
+	// it runs is kept.
 	JobDLQPurge(ctx context.Context, params DLQPurgeParams) (int, error)
 
 	// QueueList returns every queue that has jobs or was paused, with counts per status.

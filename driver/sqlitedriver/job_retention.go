@@ -140,37 +140,51 @@ const purgeBatch = 1000
 // in id order, purgeBatch a transaction, as retention does. SQLite has one
 // writer for the whole file: one transaction over 1.44M failed jobs held it for
 // 9 s, and every process's heartbeats and completions waited, until jobs
-// running elsewhere lost their leases. A job that fails while the purge runs
-// is purged too if its id is past the batch under way. On an error the count
-// is of the batches that committed.
+// running elsewhere lost their leases. It deletes the jobs that were failed
+// when it began, read first in one snapshot (8 bytes a job), as PostgreSQL's
+// one statement does: a job that fails while the batches run is a DLQ entry
+// the operator has not seen, and paging on by id deleted it with the rest when
+// its id was past the batch under way. On an error the count is of the batches
+// that committed.
 func (d *Driver) JobDLQPurge(ctx context.Context, p driver.DLQPurgeParams) (int, error) {
 	batch := purgeBatch
 	if d.purgeBatch > 0 {
 		batch = d.purgeBatch
 	}
+	ids, err := d.failedIDs(ctx, p.Queue)
+	if err != nil {
+		return 0, fmt.Errorf("purge dead-letter queue: %w", err)
+	}
 	total := 0
-	for after := int64(0); ; {
-		var ids []int64
+	for len(ids) > 0 {
+		next := ids[:min(batch, len(ids))]
+		ids = ids[len(next):]
 		n := 0
+		// A failed job never changes and ids are never reused (AUTOINCREMENT):
+		// an id read above is that failed job's, or nobody's once retention
+		// deleted it, which the count leaves out.
 		err := d.bulkTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			ids, err = selectIDs(ctx, tx, queries.Get("FailedJobs"), sql.Named("queue", p.Queue),
-				sql.Named("after", after), sql.Named("limit", batch))
-			if err != nil {
-				return fmt.Errorf("purge dead-letter queue: %w", err)
-			}
-			n, err = deleteJobs(ctx, tx, ids)
+			n, err = deleteJobs(ctx, tx, next)
 			return err
 		})
 		if err != nil {
 			return total, err
 		}
 		total += n
-		if len(ids) < batch {
-			return total, nil
-		}
-		after = ids[len(ids)-1]
 	}
+	return total, nil
+}
+
+// failedIDs reads the ids of the failed jobs (of queue, when set) in one read
+// snapshot, in id order.
+func (d *Driver) failedIDs(ctx context.Context, queue string) ([]int64, error) {
+	tx, err := d.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }() // it only read
+	return selectIDs(ctx, tx, queries.Get("FailedJobs"), sql.Named("queue", queue))
 }
 
 func selectIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {

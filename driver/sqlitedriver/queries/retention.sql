@@ -9,11 +9,10 @@ ORDER BY finished_at, id
 LIMIT :limit;
 
 -- name: FailedJobs
--- The next :limit failed jobs past id :after (drover_jobs_dlq_idx for a queue).
+-- The failed jobs (of :queue, when set; drover_jobs_dlq_idx), by id.
 SELECT id FROM drover_jobs
-WHERE status = 'failed' AND (:queue = '' OR queue = :queue) AND id > :after
-ORDER BY id
-LIMIT :limit;
+WHERE status = 'failed' AND (:queue = '' OR queue = :queue)
+ORDER BY id;
 
 -- name: EventsDelete
 DELETE FROM drover_job_events WHERE job_id IN (SELECT value FROM json_each(:ids));
