@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -93,9 +96,10 @@ func newDLQCmd(g *globals) *cobra.Command {
 			return g.done(j, "requeued failed job %d as job %d", id, j.ID)
 		})
 	var purgeQueue string
+	var yes bool
 	purge := &cobra.Command{
 		Use:   "purge",
-		Short: "Delete failed jobs",
+		Short: "Delete failed jobs with their error history (asks first on a terminal, unless --yes)",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkNames(purgeQueue, ""); err != nil {
@@ -105,6 +109,11 @@ func newDLQCmd(g *globals) *cobra.Command {
 				// --queue "$Q" with Q unset must not purge every queue, as
 				// DELETE /dlq?queue= does not.
 				return driver.ValidateName("queue", purgeQueue)
+			}
+			if !yes {
+				if err := g.confirmPurge(purgeQueue); err != nil {
+					return err
+				}
 			}
 			return g.withClient(cmd.Context(), func(c api) error {
 				n, err := c.DLQPurge(cmd.Context(), purgeQueue)
@@ -116,9 +125,36 @@ func newDLQCmd(g *globals) *cobra.Command {
 		},
 	}
 	purge.Flags().StringVar(&purgeQueue, "queue", "", "only this queue (default: all)")
+	purge.Flags().BoolVarP(&yes, "yes", "y", false, "purge without asking (a command whose stdin is not a terminal never asks)")
 	once(purge, "queue")
 	cmd.AddCommand(list, requeue, purge)
 	return cmd
+}
+
+// confirmPurge asks a person at a terminal before a purge, which deletes the
+// failed jobs, the DLQ's only record of what went wrong, for good; by default
+// of every queue, and a command line recalled from the shell's history runs
+// it again without a word. As Temporal's CLI does for its batch commands, but
+// a script (stdin not a terminal: a pipe, a file, /dev/null) is not asked, so
+// scripts written before the question keep working.
+func (g *globals) confirmPurge(queue string) error {
+	if g.stdin == nil || !isTerminal(g.stdin) {
+		return nil
+	}
+	what := "every queue's failed jobs"
+	if queue != "" {
+		what = fmt.Sprintf("the failed jobs of queue %q", queue)
+	}
+	fmt.Fprintf(g.stderr, "Delete %s, with their error history? This cannot be undone. [y/N] ", what)
+	line, err := bufio.NewReader(g.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(g.stderr)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return errors.New("nothing purged: not confirmed (--yes purges without asking)")
 }
 
 func truncate(s string, n int) string {

@@ -29,13 +29,19 @@ type globals struct {
 	databaseURL string
 	output      string
 	logLevel    string
+	stdin       *os.File // read only to confirm a command on a terminal
 	stdout      io.Writer
 	stderr      io.Writer
 }
 
 // Main runs the command line and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr}
+	return mainWith(args, os.Stdin, stdout, stderr)
+}
+
+// mainWith is Main reading stdin from stdin.
+func mainWith(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := newRoot(g)
 	root.SetArgs(args)
 	root.SetOut(stdout)
