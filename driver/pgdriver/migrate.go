@@ -105,24 +105,55 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("migrate up: %w", err)
 		}
-		err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %d: %w", next, err)
+		for {
+			err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", migrationLockTimeout.Milliseconds())); err != nil {
+					return fmt.Errorf("migration %d: %w", next, err)
+				}
+				if _, err := tx.Exec(ctx, string(body)); err != nil {
+					return fmt.Errorf("migration %d: %w", next, err)
+				}
+				if _, err := tx.Exec(ctx, "TRUNCATE "+table); err != nil {
+					return fmt.Errorf("migration %d: record the version: %w", next, err)
+				}
+				if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, dirty) VALUES ($1, false)", int64(next)); err != nil {
+					return fmt.Errorf("migration %d: record the version: %w", next, err)
+				}
+				return nil
+			})
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "55P03" { // lock_not_available
+				break
 			}
-			if _, err := tx.Exec(ctx, "TRUNCATE "+table); err != nil {
-				return fmt.Errorf("migration %d: record the version: %w", next, err)
+			d.log.Warn("migrate up: another transaction holds a lock the migration needs; letting the queue through and trying again",
+				"migration", next, "retry_in", migrationLockPause, "err", err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("migrate up: migration %d: waiting for a lock: %w", next, ctx.Err())
+			case <-time.After(migrationLockPause):
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, dirty) VALUES ($1, false)", int64(next)); err != nil {
-				return fmt.Errorf("migration %d: record the version: %w", next, err)
-			}
-			return nil
-		})
+		}
 		if err != nil {
 			return fmt.Errorf("migrate up: %w", err)
 		}
 	}
 	return nil
 }
+
+// A migration that changes a table (ALTER TABLE, CREATE INDEX) waits for the
+// transactions that use it to end, and every later statement on the table
+// queues behind that wait: behind one long transaction (a pg_dump, a report,
+// a caller's EnqueueTx left open, a session of a lost host) the claims,
+// heartbeats, completions and enqueues of a live queue stalled for as long as
+// it lasted, and leases ran out meanwhile. A migration waits at most
+// migrationLockTimeout for a lock, then rolls back (its lock wait with it, so
+// the queue goes on), and is tried again after migrationLockPause, until the
+// lock is free or ctx ends. It is the wait for a lock that is bounded, not
+// the migration's work once it holds it (014's re-check of every row).
+const (
+	migrationLockTimeout = time.Second
+	migrationLockPause   = 4 * time.Second
+)
 
 // MigrateStatus implements driver.Driver. It only reads the version table,
 // without the migration lock: MigrateUp commits each migration with the row
