@@ -25,7 +25,8 @@ type RemoteConfig struct {
 	HTTPClient *http.Client
 	// WaitSeconds is how long a claim may wait on the server when nothing is
 	// ready (long-poll); Stop ends a waiting claim at once. Negative: no
-	// long-poll, claim every PollInterval instead. [20]
+	// long-poll, claim every PollInterval instead. A server waits at most its
+	// own longest long-poll (server.Config.MaxWait, 60 s for drover server). [20]
 	WaitSeconds int
 }
 

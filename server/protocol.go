@@ -127,10 +127,17 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 	var wait time.Duration
 	if req.WaitSeconds != nil {
 		ws := *req.WaitSeconds
-		if ws < 0 || math.IsNaN(ws) || ws > s.cfg.MaxWait.Seconds() {
-			return driver.Invalid("wait_seconds", "%v, must be 0 to %v", ws, s.cfg.MaxWait.Seconds())
+		if ws < 0 || math.IsNaN(ws) {
+			return driver.Invalid("wait_seconds", "%v, must be 0 or more", ws)
 		}
-		wait = time.Duration(ws * float64(time.Second))
+		// A longer wait is cut to MaxWait, as a long poll may end early
+		// anyway: refused, every claim of a worker that asked for more
+		// (RemoteConfig.WaitSeconds 61 against the default 60 s, which drover
+		// server does not let an operator raise) failed, and it ran no job.
+		wait = s.cfg.MaxWait
+		if ws < wait.Seconds() {
+			wait = time.Duration(ws * float64(time.Second))
+		}
 	}
 	ctx := r.Context()
 	// A worker that left while its claim ran gets nothing: the claim rolls

@@ -31,7 +31,7 @@ type Config struct {
 	WorkerToken string
 
 	LeaseDuration time.Duration  // lease given by task-claim and extended by heartbeats [30s]
-	MaxWait       time.Duration  // longest task-claim long-poll [60s]
+	MaxWait       time.Duration  // longest task-claim long-poll; a longer wait_seconds is cut to it [60s]
 	MaxBodyBytes  int64          // request body limit [2×MaxPayloadBytes + 64 KiB]
 	Backoff       drover.Backoff // delay of a "retry" task-complete, kept within 0 to drover.MaxBackoff [drover.DefaultBackoff]
 	Logger        *slog.Logger
