@@ -102,7 +102,32 @@ func newRoot(g *globals) *cobra.Command {
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("DROVER_LOG_LEVEL", "info"), "debug, info, warn or error (env DROVER_LOG_LEVEL)")
 	root.AddCommand(newMigrateCmd(g), newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newJobsCmd(g), newDLQCmd(g), newBenchCmd(g), newChaosCmd(g), newChaosWorkerCmd(g))
+	hideSecretDefaults(root)
 	return root
+}
+
+// secretDefaults are the flags whose default, read from the environment, may
+// be a secret (a token, a URL with its password), and the default their help
+// shows instead: --help printed the variable's value.
+var secretDefaults = map[string]string{
+	"database-url": DefaultDatabaseURL, "token": "", "admin-token": "", "worker-token": "", "nats-url": "",
+}
+
+// hideSecretDefaults makes the help of cmd and its subcommands show
+// secretDefaults: a flag's DefValue is only what its help prints, its value
+// (from the environment) is kept.
+func hideSecretDefaults(cmd *cobra.Command) {
+	for name, def := range secretDefaults {
+		if f := cmd.Flags().Lookup(name); f != nil {
+			f.DefValue = def
+		}
+		if f := cmd.PersistentFlags().Lookup(name); f != nil {
+			f.DefValue = def
+		}
+	}
+	for _, c := range cmd.Commands() {
+		hideSecretDefaults(c)
+	}
 }
 
 // group makes cmd, a command that only holds subcommands, print its help when
