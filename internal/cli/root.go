@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -271,14 +272,33 @@ func (g *globals) nothingNew(v any, format string, a ...any) error {
 	return g.done(v, format, a...)
 }
 
-// describeURL shows where data lives without echoing a password.
+// describeURL shows where data lives without echoing a password: neither the
+// user info's nor a password= parameter's, which pgx takes too.
 func describeURL(u string) string {
 	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
-		if at := strings.LastIndex(u, "@"); at >= 0 {
-			scheme, _, _ := strings.Cut(u, "://")
-			return scheme + "://…@" + u[at+1:]
+		rest, query, hasQuery := strings.Cut(u, "?")
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			scheme, _, _ := strings.Cut(rest, "://")
+			rest = scheme + "://…@" + rest[at+1:]
 		}
-		return u
+		if !hasQuery {
+			return rest
+		}
+		params := strings.Split(query, "&")
+		for i, p := range params {
+			if key, _, _ := strings.Cut(p, "="); strings.EqualFold(unescape(key), "password") {
+				params[i] = key + "=xxxxx"
+			}
+		}
+		return rest + "?" + strings.Join(params, "&")
 	}
 	return "sqlite:" + u
+}
+
+// unescape is a query key as url.ParseQuery reads it (pa%73sword is password).
+func unescape(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
 }
