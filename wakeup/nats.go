@@ -135,6 +135,28 @@ type NATS struct {
 
 var _ Transport = (*NATS)(nil)
 
+// redactURL is a NATS URL, or a comma-separated list of them, without
+// credentials: the user info is replaced whole, as NATS takes a user alone
+// for a token (url.URL.Redacted leaves the user).
+func redactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		scheme, rest, ok := strings.Cut(u, "://")
+		if !ok {
+			scheme, rest = "", u
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = "xxxxx@" + rest[at+1:]
+		}
+		if ok {
+			parts[i] = scheme + "://" + rest
+		} else {
+			parts[i] = rest
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // NewNATS connects to the NATS server at url and creates or updates the stream.
 // The client reconnects on its own for as long as the NATS is open.
 func NewNATS(ctx context.Context, url string, opts NATSOptions) (*NATS, error) {
@@ -152,12 +174,12 @@ func NewNATS(ctx context.Context, url string, opts NATSOptions) (*NATS, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrl())
+			log.Info("nats reconnected", "url", redactURL(nc.ConnectedUrl()))
 		}),
 	}, opts.ConnectOptions...)
 	nc, err := nats.Connect(url, connOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("wakeup: connect to nats %s: %w", url, err)
+		return nil, fmt.Errorf("wakeup: connect to nats %s: %w", redactURL(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -152,7 +152,8 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 	if n.natsURL != "" {
 		tr, err := wakeup.NewNATS(ctx, n.natsURL, wakeup.NATSOptions{Logger: log})
 		if err != nil {
-			return fmt.Errorf("wake-ups over NATS at %s: %w", n.natsURL, err)
+			// Its error names the URL, without credentials.
+			return fmt.Errorf("wake-ups over NATS: %w", err)
 		}
 		defer tr.Close()
 		wakeups = tr
