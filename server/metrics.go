@@ -47,7 +47,7 @@ func newMetrics(drv driver.Driver) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, []string{"kind", "outcome"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "drover_http_requests_total", Help: "HTTP requests, by route and status code.",
+		Name: "drover_http_requests_total", Help: "HTTP requests, by route and status code (499: the client left before its answer).",
 	}, []string{"route", "code"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "drover_http_request_duration_seconds", Help: "HTTP request latency, by route.",

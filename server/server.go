@@ -309,8 +309,9 @@ func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.R
 					s.writeError(sw, r, fmt.Errorf("panic: %v", p))
 				}
 			}
-			s.metrics.request(name, sw.status, time.Since(start))
-			s.log.Debug("request", "route", name, "status", sw.status, "took", time.Since(start))
+			status := answered(r, sw.status)
+			s.metrics.request(name, status, time.Since(start))
+			s.log.Debug("request", "route", name, "status", status, "took", time.Since(start))
 		}()
 		if err := s.loopbackHost(r); err != nil {
 			s.writeError(sw, r, err)
@@ -338,6 +339,25 @@ func (s *Server) wrap(name string, sc scope, h func(http.ResponseWriter, *http.R
 			s.writeError(sw, r, err)
 		}
 	})
+}
+
+// statusClientClosed is what a request whose client left before its answer
+// is counted as (nginx's 499, "client closed request").
+const statusClientClosed = 499
+
+// answered is the status a request is counted and logged with: status, the
+// one written (200 if none was), unless the request's context ended before
+// the handler returned. Its client then had no answer (the end of an answer
+// is sent after the handler returns): it left (499: a long poll it gave up
+// on was counted 200), or the server's shutdown gave up on the request (503).
+func answered(r *http.Request, status int) int {
+	if r.Context().Err() == nil {
+		return status
+	}
+	if life := serverLife(r.Context()); life != nil && life.Err() != nil {
+		return http.StatusServiceUnavailable
+	}
+	return statusClientClosed
 }
 
 // overLimitDrain bounds how much of a body over MaxBodyBytes is read (and
