@@ -74,6 +74,9 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (driver.Driver, 
 	case strings.Contains(url, "://") && !strings.HasPrefix(url, "sqlite://"):
 		scheme, _, _ := strings.Cut(url, "://")
 		return nil, driver.Invalid("database_url", "unsupported scheme %q; use postgres:// or a SQLite file path", scheme)
+	case driver.IsKeywordConnString(url):
+		// Not echoed: it may hold a password.
+		return nil, driver.Invalid("database_url", "is a PostgreSQL keyword/value string (host=… dbname=…), not a SQLite file path; give PostgreSQL as a URL: postgres://user:password@host:5432/dbname")
 	}
 	path := strings.TrimPrefix(url, "sqlite://")
 	drv, err := sqlitedriver.Open(path, sqlitedriver.Options{Logger: logger})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -21,6 +23,19 @@ type Limits struct {
 
 // MaxTimeout is the longest job timeout: a year, as the HTTP API takes it.
 const MaxTimeout = 366 * 24 * time.Hour
+
+// keywordConnString matches a PostgreSQL keyword/value connection string: a
+// keyword that says where or as whom to connect, then = (libpq allows spaces
+// around it).
+var keywordConnString = regexp.MustCompile(`(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|sslmode|service)\s*=`)
+
+// IsKeywordConnString reports whether a database URL is a PostgreSQL
+// keyword/value connection string (host=db dbname=app …), which is no SQLite
+// path: taken for one, it made a SQLite file of that name, its password in
+// the name, and served from it the jobs meant for PostgreSQL.
+func IsKeywordConnString(url string) bool {
+	return !strings.HasPrefix(url, "file:") && !strings.HasPrefix(url, "sqlite://") && keywordConnString.MatchString(url)
+}
 
 // ValidateName checks a kind or queue name: 1–128 ASCII letters, digits or "._-:".
 func ValidateName(field, s string) error {

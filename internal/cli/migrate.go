@@ -106,10 +106,11 @@ func countAbove(vs []uint, v uint) int {
 }
 
 // sqlitePath returns the file a SQLite database URL names (a plain path or
-// sqlite://path, without query parameters), as drover.Open reads it.
+// sqlite://path, without query parameters), as drover.Open reads it; not a
+// PostgreSQL keyword/value string, which drover.Open refuses.
 func sqlitePath(url string) (string, bool) {
 	url = strings.TrimSpace(url)
-	if url == "" || strings.Contains(url, "://") && !strings.HasPrefix(url, "sqlite://") {
+	if url == "" || strings.Contains(url, "://") && !strings.HasPrefix(url, "sqlite://") || driver.IsKeywordConnString(url) {
 		return "", false
 	}
 	path, _, _ := strings.Cut(strings.TrimPrefix(url, "sqlite://"), "?")
