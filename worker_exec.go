@@ -343,7 +343,7 @@ func (x *execution) tick() {
 	}
 	if startHB {
 		defer close(done)
-		x.w.heartbeat(x.fence, x.end, x.leased, quit, x.group.leaseFrom, x.lease)
+		x.w.heartbeat(jobLog{x.w.log, x.job}, x.fence, x.end, x.leased, quit, x.group.leaseFrom, x.lease)
 	}
 }
 
@@ -676,7 +676,7 @@ var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of retu
 // A server may answer a heartbeat with the lease's length (a remote worker's
 // lease is the server's): the loop paces itself, and gives up, by that, and
 // tells leased, which fits the handler's grace to it.
-func (w *Worker) heartbeat(fence driver.FenceParams, end func(cause error, by time.Time), leased func(time.Duration), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
+func (w *Worker) heartbeat(log jobLog, fence driver.FenceParams, end func(cause error, by time.Time), leased func(time.Duration), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
 	interval, margin := w.heartbeatTiming(lease)
 	renewed := leaseFrom // the lease runs at least until renewed + lease
 	giveUp := renewed.Add(lease - w.giveUpLead(lease, interval, margin))
@@ -741,7 +741,7 @@ func (w *Worker) heartbeat(fence driver.FenceParams, end func(cause error, by ti
 			end(fmt.Errorf("%w: %v", errLeaseLost, err), time.Time{})
 			return
 		default:
-			w.log.Warn("heartbeat failed", "job", fence.ID, "err", err)
+			log.Warn("heartbeat failed", "err", err)
 			if !time.Now().Before(giveUp) {
 				lost()
 				return
@@ -995,12 +995,12 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error, stopped bool) (f 
 func (w *Worker) backoffOf(backoff Backoff, job *Job) (d time.Duration) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.log.Error("backoff function panicked; using DefaultBackoff", "job", job.ID, "kind", job.Kind, "panic", r)
+			w.log.Error("backoff function panicked; using DefaultBackoff", "job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "panic", r)
 			d = DefaultBackoff(job.Executions)
 		}
 		if d < 0 || d > MaxBackoff {
 			w.log.Warn("backoff function returned a delay out of range; using the nearest of 0 and MaxBackoff",
-				"job", job.ID, "kind", job.Kind, "delay", d, "max", MaxBackoff)
+				"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "delay", d, "max", MaxBackoff)
 			d = min(max(d, 0), MaxBackoff)
 		}
 	}()

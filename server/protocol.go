@@ -403,7 +403,7 @@ func (s *Server) giveBack(r *http.Request, tasks []Task) {
 	for _, t := range tasks {
 		f := driver.FenceParams{ID: t.TaskID, Attempt: t.Attempt, LeaseToken: t.LeaseToken}
 		if _, err := s.drv.JobSnooze(ctx, driver.SnoozeParams{FenceParams: f}); err != nil {
-			s.log.Warn("could not give back a task claimed for a departed worker; its lease will expire", "task", t.TaskID, "err", err)
+			s.log.Warn("could not give back a task claimed for a departed worker; its lease will expire", "task", t.TaskID, "attempt", t.Attempt, "err", err)
 		}
 	}
 }
