@@ -151,7 +151,11 @@ func serverURL(raw string) (string, error) {
 	case u.RawQuery != "" || u.Fragment != "":
 		return "", driver.Invalid("server", "URL %q: give the base URL, without a query or fragment", raw)
 	case u.User != nil:
-		return "", driver.Invalid("server", "URL %q: pass credentials as a token, not in the URL", u.Redacted())
+		// All of the user info is hidden: a user alone is a token to some
+		// servers, and url.Redacted keeps it.
+		shown := *u
+		shown.User = url.User("xxxxx")
+		return "", driver.Invalid("server", "URL %q: pass credentials as a token, not in the URL", shown.String())
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }

@@ -52,7 +52,11 @@ func newRemoteAPI(server, token string) (*remoteAPI, error) {
 	case u.User != nil:
 		// Refused, as drover worker --server refuses it: every error about
 		// the server would print the URL, password and all.
-		return nil, driver.Invalid("server", "%q: pass credentials as a token (--token), not in the URL", u.Redacted())
+		// All of the user info is hidden: a user alone is a token to some
+		// servers, and url.Redacted keeps it.
+		shown := *u
+		shown.User = url.User("xxxxx")
+		return nil, driver.Invalid("server", "%q: pass credentials as a token (--token), not in the URL", shown.String())
 	case u.RawQuery != "" || u.Fragment != "":
 		return nil, driver.Invalid("server", "%q: give the base URL, without a query or fragment", server)
 	}

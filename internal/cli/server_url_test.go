@@ -15,6 +15,8 @@ func TestServerURLCredentialsAreRefusedUnprinted(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"http://user:s3cret@127.0.0.1:1", "pass credentials as a token"},
 		{"http://user:s3cret@127.0.0.1:1/", "pass credentials as a token"},
+		// A user alone is a token to some servers: url.Redacted kept it.
+		{"http://s3cret@127.0.0.1:1", "pass credentials as a token"},
 		{"http://u:s3cret word@[::1", "is not an http(s) URL"},
 		{"ftp://u:s3cret@127.0.0.1:1", "is not an http(s) URL"},
 		{"http://127.0.0.1:1/?queue=payments", "without a query or fragment"},
