@@ -86,7 +86,11 @@ const codeConflict = "conflict"
 //     LeaseDuration only bounds how long a lost claim is resent;
 //   - a handler abandoned after TimeoutGrace is reported with a least retry
 //     delay of the lease (retry_after_seconds), which the server's backoff
-//     cannot shorten: its job runs again no sooner than a crashed worker's.
+//     cannot shorten: its job runs again no sooner than a crashed worker's;
+//   - the *Job a handler gets holds what a task carries: its id, kind, queue,
+//     args, idempotency key, metadata, priority, attempt, executions,
+//     max_attempts, timeout, created_at and lease, not its run_at, started_at,
+//     earlier attempts' errors, retry_of or workflow fields.
 //
 // As with NewWorker, a job whose claim is answered while the worker stops is
 // given back unrun, and a claim under way when Stop is called is canceled:

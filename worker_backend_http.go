@@ -88,6 +88,8 @@ type remoteTask struct {
 	MaxAttempts    int             `json:"max_attempts"`
 	Executions     int             `json:"executions"`
 	LeaseSeconds   float64         `json:"lease_seconds"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	Metadata       json.RawMessage `json:"metadata"`
 }
 
 func (t *remoteTask) job(owner string) *Job {
@@ -98,6 +100,12 @@ func (t *remoteTask) job(owner string) *Job {
 	}
 	if len(bytes.TrimSpace(j.Args)) == 0 || string(j.Args) == "null" {
 		j.Args = json.RawMessage("{}")
+	}
+	if t.IdempotencyKey != nil {
+		j.IdempotencyKey = *t.IdempotencyKey
+	}
+	if len(t.Metadata) > 0 && string(t.Metadata) != "null" { // null: none, as a local worker's job has it
+		j.Metadata = t.Metadata
 	}
 	if t.TimeoutSeconds != nil && *t.TimeoutSeconds > 0 {
 		// Whole milliseconds, as every timeout is (driver.Validate): seconds

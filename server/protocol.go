@@ -31,12 +31,21 @@ type Task struct {
 	// LeaseSeconds is the lease's length: from the claim, and from each
 	// heartbeat that renews it. A worker paces its heartbeats by it.
 	LeaseSeconds float64 `json:"lease_seconds"`
+	// IdempotencyKey and Metadata are the job's, as enqueued (null: none),
+	// as a local worker's handler has them: a handler passing the key on to
+	// a payment provider must not send none from a remote worker.
+	IdempotencyKey *string         `json:"idempotency_key"`
+	Metadata       json.RawMessage `json:"metadata"`
 }
 
 func taskOf(j *drover.Job) Task {
 	t := Task{
 		TaskID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, Kind: j.Kind, Args: j.Args,
 		Queue: j.Queue, Priority: j.Priority, CreatedAt: j.CreatedAt, MaxAttempts: j.MaxAttempts, Executions: j.Executions,
+		Metadata: j.Metadata,
+	}
+	if j.IdempotencyKey != "" {
+		t.IdempotencyKey = &j.IdempotencyKey
 	}
 	if j.LeaseExpiresAt != nil {
 		t.LeaseExpiresAt = *j.LeaseExpiresAt
