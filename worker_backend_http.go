@@ -136,6 +136,28 @@ type claimAnswer struct {
 	Replayed            *bool        `json:"replayed"`
 }
 
+// UnmarshalJSON decodes a claim answer and refuses one with a task that
+// carries no fence (a task_id or attempt below 1, an empty lease_token): no
+// server answers such a task, so the answer is a proxy's stub or a broken
+// server's. Run, its handler's every heartbeat and report was refused, and the
+// task the server did claim sat leased to nobody until its lease ran out.
+// Refused as undecodable, the claim is resent with its request_id, which the
+// server answers with the tasks it claimed (the whole answer is refused: its
+// other tasks are answered again too).
+func (a *claimAnswer) UnmarshalJSON(b []byte) error {
+	type plain claimAnswer // without this method
+	if err := json.Unmarshal(b, (*plain)(a)); err != nil {
+		return err
+	}
+	for i, t := range a.Tasks {
+		if t.TaskID < 1 || t.Attempt < 1 || t.LeaseToken == "" {
+			return fmt.Errorf("task %d of %d carries no fence (task_id %d, attempt %d, lease_token %q): not a server's claim answer",
+				i+1, len(a.Tasks), t.TaskID, t.Attempt, t.LeaseToken)
+		}
+	}
+	return nil
+}
+
 // claimWithoutIDFor is how long claims go without a request_id after a server
 // refused one as an unknown field (a variable for the tests).
 var claimWithoutIDFor = time.Minute
