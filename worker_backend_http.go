@@ -356,12 +356,24 @@ func fenceOf(f driver.FenceParams) fenceBody { return fenceBody{f.ID, f.Attempt,
 // its answer gives (lease_seconds): servers over one database may be set
 // differently, and a worker paced by the claim's length let a shorter renewal
 // expire between its heartbeats.
+//
+// A server's answer says what it did: the lease it renewed (lease_expires_at,
+// which every server version sends) or that the job was canceled. An answer
+// that says neither (200 {}: a proxy answering for a server it could not
+// reach) renewed nothing and is a failed heartbeat, tried again until the
+// give-up point: counted as a renewal, it let the lease expire under a
+// handler that ran on, and the reaper gave the job to another worker.
 func (b *httpBackend) heartbeat(ctx context.Context, f driver.FenceParams) (bool, time.Duration, error) {
 	var resp struct {
-		CancelRequested bool     `json:"cancel_requested"`
-		LeaseSeconds    *float64 `json:"lease_seconds"`
+		CancelRequested bool       `json:"cancel_requested"`
+		LeaseExpiresAt  *time.Time `json:"lease_expires_at"`
+		LeaseSeconds    *float64   `json:"lease_seconds"`
 	}
-	err := b.post(ctx, "/internal/heartbeat", fenceOf(f), &resp)
+	const path = "/internal/heartbeat"
+	err := b.post(ctx, path, fenceOf(f), &resp)
+	if err == nil && !resp.CancelRequested && resp.LeaseExpiresAt == nil {
+		return false, 0, fmt.Errorf("POST %s: the 200 answer renews no lease (no lease_expires_at) and requests no cancel: not a server's answer", path)
+	}
 	var lease time.Duration
 	if err == nil && resp.LeaseSeconds != nil && *resp.LeaseSeconds > 0 {
 		lease = time.Duration(*resp.LeaseSeconds * float64(time.Second))
