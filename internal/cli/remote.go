@@ -185,15 +185,26 @@ func (r *remoteAPI) Enqueue(ctx context.Context, kind string, args any, o *drove
 			body["metadata"] = o.Metadata
 		}
 	}
-	var j drover.Job
-	status, err := r.do(ctx, "POST", "/jobs", nil, body, &j)
+	j, status, err := r.job(ctx, "POST", "/jobs", body)
 	if err != nil {
 		return nil, err
 	}
-	if j.ID < 1 { // an answer of another shape (a proxy's), read as an empty job
-		return nil, fmt.Errorf("server %s: POST /jobs answered %d without a job", r.base, status)
+	return &drover.EnqueueResult{Job: j, Existing: status == http.StatusOK}, nil
+}
+
+// job sends a call that answers a job, and refuses an answer of another shape
+// (a proxy's 200 {}), which decoded as an empty job: the command printed
+// "canceled job 0", exit 0, though nothing was canceled.
+func (r *remoteAPI) job(ctx context.Context, method, path string, body any) (*drover.Job, int, error) {
+	var j drover.Job
+	status, err := r.do(ctx, method, path, nil, body, &j)
+	if err != nil {
+		return nil, status, err
 	}
-	return &drover.EnqueueResult{Job: &j, Existing: status == http.StatusOK}, nil
+	if j.ID < 1 {
+		return nil, status, fmt.Errorf("server %s: %s %s answered %d without a job", r.base, method, path, status)
+	}
+	return &j, status, nil
 }
 
 type page struct {
@@ -230,11 +241,8 @@ func (r *remoteAPI) List(ctx context.Context, p drover.ListParams) ([]*drover.Jo
 }
 
 func (r *remoteAPI) Get(ctx context.Context, id int64) (*drover.Job, error) {
-	var j drover.Job
-	if _, err := r.do(ctx, "GET", fmt.Sprintf("/jobs/%d", id), nil, nil, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	j, _, err := r.job(ctx, "GET", fmt.Sprintf("/jobs/%d", id), nil)
+	return j, err
 }
 
 func (r *remoteAPI) Events(ctx context.Context, id int64) ([]lifecycle.Event, error) {
@@ -246,11 +254,8 @@ func (r *remoteAPI) Events(ctx context.Context, id int64) ([]lifecycle.Event, er
 }
 
 func (r *remoteAPI) Cancel(ctx context.Context, id int64) (*drover.Job, error) {
-	var j drover.Job
-	if _, err := r.do(ctx, "POST", fmt.Sprintf("/jobs/%d/cancel", id), nil, nil, &j); err != nil {
-		return nil, err
-	}
-	return &j, nil
+	j, _, err := r.job(ctx, "POST", fmt.Sprintf("/jobs/%d/cancel", id), nil)
+	return j, err
 }
 
 func (r *remoteAPI) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, error) {
@@ -260,25 +265,30 @@ func (r *remoteAPI) DLQList(ctx context.Context, queue string, afterID int64, li
 }
 
 func (r *remoteAPI) DLQRequeue(ctx context.Context, id int64) (*drover.Job, error) {
-	var j drover.Job
-	code, err := r.do(ctx, "POST", fmt.Sprintf("/dlq/%d/requeue", id), nil, nil, &j)
+	j, code, err := r.job(ctx, "POST", fmt.Sprintf("/dlq/%d/requeue", id), nil)
 	if err != nil {
 		return nil, err
 	}
 	j.Replayed = code == http.StatusOK // 201 for a new job; 200 for an earlier requeue's
-	return &j, nil
+	return j, nil
 }
 
 func (r *remoteAPI) DLQPurge(ctx context.Context, queue string) (int, error) {
 	var out struct {
-		Purged int `json:"purged"`
+		Purged *int `json:"purged"` // a pointer: an answer without it is no purge's
 	}
 	q := url.Values{}
 	if queue != "" {
 		q.Set("queue", queue)
 	}
-	_, err := r.do(ctx, "DELETE", "/dlq", q, nil, &out)
-	return out.Purged, err
+	status, err := r.do(ctx, "DELETE", "/dlq", q, nil, &out)
+	if err != nil {
+		return 0, err
+	}
+	if out.Purged == nil { // a proxy's 200 {} read as "purged 0 failed jobs"
+		return 0, fmt.Errorf("server %s: DELETE /dlq answered %d without the count purged", r.base, status)
+	}
+	return *out.Purged, nil
 }
 
 // isUserError reports errors that are the caller's input (exit status 2).
