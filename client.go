@@ -296,6 +296,9 @@ func (c *Client) DLQRequeue(ctx context.Context, id int64) (*Job, error) {
 }
 
 // DLQPurge deletes failed jobs, of one queue or ("") all; it returns how many.
+// On an error it returns how many were deleted before it: SQLite deletes in
+// batches of its own transactions, and those that committed stay deleted
+// (PostgreSQL deletes in one statement: none).
 func (c *Client) DLQPurge(ctx context.Context, queue string) (int, error) {
 	if err := checkList(driver.ListParams{Queue: queue}); err != nil {
 		return 0, err

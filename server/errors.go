@@ -89,11 +89,26 @@ func classify(err error) *apiError {
 	return &apiError{http.StatusInternalServerError, CodeInternal, "internal error"}
 }
 
+// partialError is an error after part of a call's work was done and kept:
+// its answer is err's, its message saying what was done.
+type partialError struct {
+	err  error
+	done string
+}
+
+func (e *partialError) Error() string { return fmt.Sprintf("%v (%s)", e.err, e.done) }
+func (e *partialError) Unwrap() error { return e.err }
+
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		return // the client went away; nobody reads an answer, and it is not our fault
 	}
 	ae := classify(err)
+	if pe, ok := errors.AsType[*partialError](err); ok {
+		said := *ae // classify may answer a shared one
+		said.message += "; " + pe.done
+		ae = &said
+	}
 	if ae.status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

@@ -423,6 +423,12 @@ func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	n, err := s.client.DLQPurge(r.Context(), queue)
+	if err != nil && n > 0 {
+		// SQLite purges in batches: those that committed stay purged, and
+		// an answer of the error alone ("internal error") hid that the DLQ's
+		// only record of those jobs was gone.
+		return &partialError{err: err, done: fmt.Sprintf("%d failed jobs were purged before the error, the rest were not", n)}
+	}
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,11 @@ func newDLQCmd(g *globals) *cobra.Command {
 			}
 			return g.withClient(cmd.Context(), func(c api) error {
 				n, err := c.DLQPurge(cmd.Context(), purgeQueue)
+				if err != nil && n > 0 {
+					// SQLite purges in batches, and those that committed
+					// stay purged: the error alone hid that they were gone.
+					return fmt.Errorf("%w; %d failed jobs were purged before the error, the rest were not", err, n)
+				}
 				if err != nil {
 					return err
 				}
