@@ -33,6 +33,9 @@ type globals struct {
 	stdin       *os.File // read only to confirm a command on a terminal
 	stdout      io.Writer
 	stderr      io.Writer
+	// hurry ends at a second SIGINT or SIGTERM: a shutdown under way stops
+	// waiting for the running jobs and cancels them (see mainWith).
+	hurry context.Context
 }
 
 // Main runs the command line and returns the exit code.
@@ -47,8 +50,31 @@ func mainWith(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal ends ctx: the command stops gracefully. A second
+	// ends g.hurry: the shutdown stops waiting for the running jobs, as
+	// most tools do. It was ignored until --shutdown-timeout ran out, and an
+	// operator who wanted out had only SIGKILL, which leaves the running
+	// jobs to wait out their lease before they run again.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	hurry, hurryNow := context.WithCancel(context.Background())
+	defer hurryNow()
+	g.hurry = hurry
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for _, end := range []context.CancelFunc{stop, hurryNow} {
+			select {
+			case <-sigs:
+				end()
+			case <-done:
+				return
+			}
+		}
+	}()
 	if err := root.ExecuteContext(ctx); err != nil {
 		if strings.HasPrefix(err.Error(), "unknown command ") { // cobra's, of the root
 			// The hint goes on the first line, before cobra's "Did you mean".

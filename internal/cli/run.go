@@ -222,10 +222,7 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		if w == nil {
 			return nil
 		}
-		fmt.Fprintln(g.stderr, "shutting down: waiting for running jobs (up to", n.shutdownTimeout.String()+")")
-		sctx, cancel := context.WithTimeout(context.Background(), n.shutdownTimeout)
-		defer cancel()
-		return g.stopped(w.Stop(sctx), n.shutdownTimeout)
+		return g.stop(w, n.shutdownTimeout)
 	}
 	if o.ready != nil {
 		if err := o.ready(c, w, addr); err != nil {
@@ -282,16 +279,37 @@ func (g *globals) runRemoteWorker(ctx context.Context, n *nodeFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
 	fmt.Fprintf(g.stderr, "worker %s on server %s: queues %s, concurrency %d\n", w.ID(), g.server, n.queues, n.concurrency)
-	return g.stopped(w.Run(ctx, n.shutdownTimeout), n.shutdownTimeout)
+	<-ctx.Done()
+	return g.stop(w, n.shutdownTimeout)
 }
 
-// stopped turns a worker's stop that ran out of time into what it is, an
-// orderly shutdown that canceled the jobs still running (they are retried), not
-// a failure of the command.
+// stop stops w gracefully, waiting up to timeout for its running jobs, or
+// until a second signal (g.hurry), and then cancels them.
+func (g *globals) stop(w *drover.Worker, timeout time.Duration) error {
+	fmt.Fprintf(g.stderr, "shutting down: waiting for running jobs (up to %s; a second Ctrl-C or SIGTERM cancels them now)\n", timeout)
+	parent := g.hurry
+	if parent == nil {
+		parent = context.Background()
+	}
+	sctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	return g.stopped(w.Stop(sctx), timeout)
+}
+
+// stopped turns a worker's stop that ran out of time, or that a second signal
+// cut short, into what it is, an orderly shutdown that canceled the jobs still
+// running (they are retried), not a failure of the command.
 func (g *globals) stopped(err error, timeout time.Duration) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(g.stderr, "shutdown: jobs still running after --shutdown-timeout %s were canceled; they will be retried, or fail if that was their last attempt\n", timeout)
+		return nil
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(g.stderr, "shutdown: a second signal canceled the jobs still running; they will be retried, or fail if that was their last attempt")
 		return nil
 	}
 	return err
