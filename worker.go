@@ -203,6 +203,17 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // Stats returns the worker's counters.
 func (w *Worker) Stats() *WorkerStats { return &w.stats }
 
+// logHardStop says why Stop cancels the running jobs: its deadline, or its
+// context canceled (drover worker's second signal), which the log called a
+// deadline too.
+func (w *Worker) logHardStop(ctx context.Context) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		w.log.Warn("shutdown deadline reached; canceling running jobs")
+		return
+	}
+	w.log.Warn("shutdown canceled; canceling running jobs", "cause", context.Cause(ctx))
+}
+
 // Start begins claiming jobs. It returns at once; the worker runs until Stop.
 // It refuses a config whose Workers has no handler yet. A remote worker first
 // asks its server whether it takes the worker's token (up to 5 s): a refused
@@ -328,7 +339,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	select {
 	case <-claims:
 	case <-ctx.Done():
-		w.log.Warn("shutdown deadline reached; canceling running jobs")
+		w.logHardStop(ctx)
 		w.hardStop()
 		<-claims
 		err = ctx.Err()
@@ -340,7 +351,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		if err == nil {
-			w.log.Warn("shutdown deadline reached; canceling running jobs")
+			w.logHardStop(ctx)
 		}
 		w.hardStop()
 		<-done
