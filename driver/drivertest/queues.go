@@ -1,6 +1,8 @@
 package drivertest
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -13,6 +15,7 @@ var queueTests = []suiteTest{
 	{"PauseResume", testPauseResume},
 	{"ListCounts", testQueueList},
 	{"ReadyAcrossPriorities", testQueuesReadyAcrossPriorities},
+	{"ClaimOfSeveralQueuesPassesAPausedBacklog", testClaimPassesPausedBacklog},
 }
 
 func (h *harness) queue(name string) (driver.QueueInfo, bool) {
@@ -156,5 +159,31 @@ func testQueuesReadyAcrossPriorities(h *harness) {
 	ready, err = h.d.QueuesReady(h.ctx, h.at(time.Hour))
 	if err != nil || !slices.Equal(ready, []string{"a", "b", "c"}) {
 		h.t.Errorf("QueuesReady an hour later = %v, %v; want [a b c]", ready, err)
+	}
+}
+
+// testClaimPassesPausedBacklog: a claim naming several queues takes the jobs
+// of those not paused, however many jobs of a paused one come first in claim
+// order. A claim whose candidates include a paused queue's jobs, refused only
+// when they are claimed by id, asks again past them a bounded number of times
+// (pgdriver's claimRounds): a worker serving a paused queue with a backlog
+// beside another queue would claim nothing while the other queue's jobs wait.
+func testClaimPassesPausedBacklog(h *harness) {
+	for i := range 10 {
+		h.mustEnqueue(func(p *driver.InsertParams) {
+			p.Queue, p.Priority = "held", 0
+			p.Args = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		})
+	}
+	open := h.mustEnqueue(func(p *driver.InsertParams) { p.Queue, p.Priority = "open", 5 })
+	if err := h.d.QueuePause(h.ctx, "held"); err != nil {
+		h.t.Fatalf("QueuePause(held): %v", err)
+	}
+	p := h.claimParams(0)
+	p.Queues, p.Limit = []string{"held", "open"}, 1
+	jobs := h.mustClaimN(p)
+	if len(jobs) != 1 || jobs[0].ID != open.ID {
+		h.t.Errorf("JobClaim(held paused with 10 jobs of priority 0, open with job %d of priority 5, limit 1) = %v; want [%d]",
+			open.ID, jobIDs(jobs), open.ID)
 	}
 }
