@@ -19,6 +19,7 @@ var wakeupTests = []suiteTest{
 	{"PublishReachesSubscriber", testWakeup},
 	{"InsertWakesItsQueue", testInsertWakes},
 	{"RetryOrSnoozeDueNowWakesItsQueue", testRetrySnoozeWakes},
+	{"ResumeWakesItsQueue", testResumeWakes},
 }
 
 // driverTests cover the driver's housekeeping calls.
@@ -254,6 +255,26 @@ func testRetrySnoozeWakes(h *harness) {
 		h.t.Fatalf("JobSnooze with no delay: %v", err)
 	}
 	w.await("snooze-now", false, "probe")
+	w.publish("marker")
+	w.await("marker", false, "probe")
+}
+
+// testResumeWakes: resuming a queue wakes its subscribers, as an insert does:
+// its jobs are claimable again, and a worker that polled it while it was paused
+// would otherwise wait out its poll interval.
+func testResumeWakes(h *harness) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	w := h.watchWakeups(ctx)
+	w.publish("probe")
+	w.await("probe", true)
+	if err := h.d.QueuePause(h.ctx, "resumed"); err != nil {
+		h.t.Fatalf("QueuePause: %v", err)
+	}
+	if err := h.d.QueueResume(h.ctx, "resumed"); err != nil {
+		h.t.Fatalf("QueueResume: %v", err)
+	}
+	w.await("resumed", false, "probe")
 	w.publish("marker")
 	w.await("marker", false, "probe")
 }
