@@ -24,6 +24,7 @@ var jobTests = []suiteTest{
 	{"ListPagination", testListPagination},
 	{"DeleteFinished", testDeleteFinished},
 	{"DeleteFinishedBatchInParts", testDeleteFinishedBatch},
+	{"DeleteFinishedPastPurgedJobs", testDeleteFinishedPastPurged},
 	{"FailureTextIsBounded", testFailureTextBounded},
 	{"NumbersComeBackWithinTheirCountedSize", testNumbersCounted},
 }
@@ -336,6 +337,31 @@ func testDeleteFinishedBatch(h *harness) {
 		h.t.Errorf("JobDeleteFinished(limit 2) four times = %v, want [2 2 1 0]", got)
 	}
 	for _, j := range jobs {
+		h.wantGone(j.ID)
+	}
+}
+
+// testDeleteFinishedPastPurged: jobs a DLQ purge deleted before retention
+// reached them do not count against retention's limit, nor end its call short
+// of it while older finished jobs are left: the engine takes an answer below
+// the limit for the end of retention's work until its next pass.
+func testDeleteFinishedPastPurged(h *harness) {
+	for range 3 {
+		h.failedJob(nil) // finished at t0+2s
+	}
+	if n, err := h.d.JobDLQPurge(h.ctx, driver.DLQPurgeParams{}); err != nil || n != 3 {
+		h.t.Fatalf("JobDLQPurge = %d, %v; want 3", n, err)
+	}
+	var done []*driver.Job
+	for range 2 {
+		done = append(done, h.mustComplete(h.runningJob(nil), 3*time.Second, nil))
+	}
+	n, err := h.d.JobDeleteFinished(h.ctx, driver.DeleteFinishedParams{Before: h.tm(time.Hour), Limit: 2})
+	if err != nil || n != 2 {
+		h.t.Errorf("JobDeleteFinished(limit 2) after a purge of 3 failed jobs that finished first = %d, %v; want 2 (the succeeded jobs %d and %d)",
+			n, err, done[0].ID, done[1].ID)
+	}
+	for _, j := range done {
 		h.wantGone(j.ID)
 	}
 }
