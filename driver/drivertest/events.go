@@ -13,6 +13,7 @@ var eventTests = []suiteTest{
 	{"OnePerTransition", testOneEventPerTransition},
 	{"EnqueuedActorPerJob", testEnqueuedActorPerJob},
 	{"WorkerClaimEvents", testWorkerClaimEvents},
+	{"EachEventSaysWhoWhenAndAtWhichAttempt", testEventFields},
 }
 
 // testEnqueuedActorPerJob: each job of a batch logs its enqueue under its own
@@ -180,6 +181,78 @@ func testWorkerClaimEvents(h *harness) {
 		}
 		if err := lifecycle.CheckHistory(evs); err != nil {
 			h.t.Errorf("job %d: history is illegal: %v", id, err)
+		}
+	}
+}
+
+// testEventFields: every event of a job's log names the transition's time (the
+// call's Now), its actor (the lease holder of the attempt as worker:<owner>,
+// the engine for a reap, the caller's for a cancel), its attempt, its statuses
+// and its request_id. OnePerTransition counts the types; an event logged under
+// another actor or time tells an operator reading the log something false.
+func testEventFields(h *harness) {
+	type ev struct {
+		typ      lifecycle.EventType
+		from, to lifecycle.Status
+		at       time.Duration
+		actor    string
+		attempt  int
+		req      string
+	}
+	const w1, w2 = "worker:" + owner, "worker:worker-2"
+	Q, C, R, S := lifecycle.StatusQueued, lifecycle.StatusClaimed, lifecycle.StatusRunning, lifecycle.StatusStalled
+	j := h.mustEnqueue(nil)
+	c := h.mustClaim(time.Second)
+	if _, err := h.d.JobHeartbeat(h.ctx, driver.HeartbeatParams{FenceParams: driver.FenceParams{ID: c.ID, Attempt: c.Attempt,
+		LeaseToken: c.LeaseToken, Now: h.at(2 * time.Second), RequestID: "hb-1", LeaseDuration: leaseDuration}}); err != nil {
+		h.t.Fatalf("JobHeartbeat with a request_id: %v", err)
+	}
+	h.mustUnclaim(c, 3*time.Second)
+	p := h.claimParams(4 * time.Second)
+	p.Owner = "worker-2"
+	c = h.mustClaimOne(p)
+	r := h.mustStart(c, 5*time.Second)
+	h.mustFail(r, failParams(h.at(6*time.Second), "boom", h.tm(7*time.Second), false), lifecycle.StatusQueued)
+	r = h.mustStart(h.mustClaim(7*time.Second), 8*time.Second)
+	h.mustSnooze(r, 9*time.Second, h.tm(10*time.Second))
+	c = h.mustClaim(10 * time.Second) // leased until t0+40s
+	h.reapOne(c.ID, 41*time.Second)
+	r = h.mustStart(h.mustClaim(42*time.Second), 43*time.Second)
+	if _, err := h.d.JobCancel(h.ctx, driver.CancelParams{ID: r.ID, Actor: "operator:alice", Now: h.at(44 * time.Second), RequestID: "cancel-1"}); err != nil {
+		h.t.Fatalf("JobCancel: %v", err)
+	}
+	want := []ev{
+		{lifecycle.EventEnqueued, "", Q, -1, "drivertest", 0, ""}, // at: the database's clock
+		{lifecycle.EventClaimed, Q, C, time.Second, w1, 1, ""},
+		{lifecycle.EventHeartbeat, C, C, 2 * time.Second, w1, 1, "hb-1"},
+		{lifecycle.EventUnclaimed, C, Q, 3 * time.Second, w1, 1, ""},
+		{lifecycle.EventClaimed, Q, C, 4 * time.Second, w2, 2, ""},
+		{lifecycle.EventStarted, C, R, 5 * time.Second, w2, 2, ""},
+		{lifecycle.EventRetried, R, Q, 6 * time.Second, w2, 2, ""},
+		{lifecycle.EventClaimed, Q, C, 7 * time.Second, w1, 3, ""},
+		{lifecycle.EventStarted, C, R, 8 * time.Second, w1, 3, ""},
+		{lifecycle.EventSnoozed, R, Q, 9 * time.Second, w1, 3, ""},
+		{lifecycle.EventClaimed, Q, C, 10 * time.Second, w1, 4, ""},
+		{lifecycle.EventStalled, C, S, 41 * time.Second, "engine", 4, ""},
+		{lifecycle.EventRequeued, S, Q, 41 * time.Second, "engine", 4, ""},
+		{lifecycle.EventClaimed, Q, C, 42 * time.Second, w1, 5, ""},
+		{lifecycle.EventStarted, C, R, 43 * time.Second, w1, 5, ""},
+		{lifecycle.EventCanceled, R, lifecycle.StatusCanceled, 44 * time.Second, "operator:alice", 5, "cancel-1"},
+	}
+	evs := h.events(j.ID)
+	if len(evs) != len(want) {
+		h.t.Fatalf("events = %s, want %d", fmtEvents(evs), len(want))
+	}
+	for i, e := range evs {
+		w := want[i]
+		if e.Type != w.typ || e.From != w.from || e.To != w.to || e.Actor != w.actor || e.Attempt != w.attempt ||
+			e.RequestID != w.req || (w.at >= 0 && !e.At.Equal(h.tm(w.at))) {
+			at := "any time"
+			if w.at >= 0 {
+				at = fmtTime(h.tm(w.at))
+			}
+			h.t.Errorf("event %d = %s at %s by %q; want %s %s→%s at %s by %q, attempt %d, request_id %q",
+				i, fmtEvent(e), fmtTime(e.At), e.Actor, w.typ, w.from, w.to, at, w.actor, w.attempt, w.req)
 		}
 	}
 }
