@@ -8,13 +8,15 @@ import (
 )
 
 // timeBoundaryTests pin the instants at which time-bound rules flip, to the
-// microsecond both drivers store: a lease is expired only once now is past
-// lease_expires_at, and retention deletes only jobs finished before its cutoff.
+// microsecond both drivers store: a lease (a job's, or leadership's) is
+// expired only once now is past its end, and retention deletes only jobs
+// finished before its cutoff.
 // A reaper that took a lease at its last instant (or a second early) would
 // hand a job that its holder may still finish to another worker.
 var timeBoundaryTests = []suiteTest{
 	{"ReapOnlyPastTheLeaseEnd", testReapLeaseBoundary},
 	{"RetentionOnlyBeforeTheCutoff", testRetentionBoundary},
+	{"LeadershipTakenOnlyPastTheLeaseEnd", testLeaderLeaseBoundary},
 }
 
 // testReapLeaseBoundary: a claimed job leased until t0+30s and a running one
@@ -65,4 +67,24 @@ func testRetentionBoundary(h *harness) {
 	}
 	h.wantGone(a.ID)
 	h.wantUnchanged(sb, "JobDeleteFinished(before t0+2s+1µs)")
+}
+
+// testLeaderLeaseBoundary: a leader elected at t0 for 30s still leads at
+// t0+30s, its lease's last instant, as a job's lease holder does: another
+// engine is refused then and elected a microsecond later, and LeaderGet names
+// each in turn.
+func testLeaderLeaseBoundary(h *harness) {
+	if !h.elect("a", 0) {
+		h.t.Fatalf("a was not elected with no leader")
+	}
+	for _, at := range []time.Duration{30*time.Second - time.Microsecond, 30 * time.Second} {
+		if h.elect("b", at) {
+			h.t.Errorf("b elected at t0+%s; a leads until t0+30s", at)
+		}
+	}
+	h.wantLeader("a", 30*time.Second)
+	if !h.elect("b", 30*time.Second+time.Microsecond) {
+		h.t.Errorf("b not elected at t0+30.000001s, a microsecond past a's lease")
+	}
+	h.wantLeader("b", 60*time.Second+time.Microsecond)
 }
