@@ -31,7 +31,7 @@ func testErrors(t *testing.T, s *server) {
 		{"POST", "/internal/task-claim", `{"queues":["default"]}`, "worker_id"},
 		{"POST", "/internal/task-claim", `{"worker_id":"w"}`, "queues"},
 		{"POST", "/internal/task-claim", `{"worker_id":"w","queues":["default"],"limit":1000}`, "limit"},
-		{"POST", "/internal/task-claim", `{"worker_id":"w","queues":["default"],"wait_seconds":3600}`, "wait_seconds"},
+		{"POST", "/internal/task-claim", `{"worker_id":"w","queues":["default"],"wait_seconds":-1}`, "wait_seconds"},
 		{"POST", "/internal/heartbeat", `{"task_id":1,"attempt":1}`, "lease_token"},
 		{"POST", "/internal/heartbeat", `{"attempt":1,"lease_token":"x"}`, "task_id"},
 		{"POST", "/internal/task-complete", `{"task_id":1,"attempt":1,"lease_token":"x","status":"done"}`, "status"},
