@@ -46,7 +46,7 @@ func TestHandlerContextEndsWhenItReturns(t *testing.T) {
 			ctxs <- ctx
 			return "ok", nil
 		})
-		hardStop := &logWatch{msg: "shutdown deadline reached", seen: make(chan string, 1)}
+		hardStop := &logWatch{msg: "shutdown canceled", seen: make(chan string, 1)}
 		cfg := fastWorkerConfig(ws)
 		cfg.Logger = slog.New(hardStop)
 		w, err := drover.NewWorker(c, cfg)
