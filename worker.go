@@ -515,9 +515,22 @@ func (w *Worker) produce(ctx context.Context, queue string, slots int, wake *que
 	q := &queueSlots{freed: make(chan struct{}, 1)}
 	running, pending, freed := &q.running, &q.pending, q.freed
 	maxPending := int64(2*slots + w.cfg.CompletionBatch)
+	// A success handed to the completer is no longer heartbeated: its lease
+	// runs out unless it is written first. While one handed over now would
+	// wait a heartbeat margin for its write, the database takes completions
+	// slower than they come, and no more are claimed until it catches up.
+	// Bounded by maxPending alone, a worker whose completions the database
+	// was slow to take claimed on, its successes waited behind each other
+	// past their leases, and the reaper gave them to be run again.
+	_, waitBound := w.heartbeatTiming(w.cfg.LeaseDuration)
 	// room is how many jobs may be claimed now: the free handler slots, bounded
 	// by the room left for jobs whose outcome is still being written.
-	room := func() int { return int(min(int64(slots)-running.Load(), maxPending-pending.Load())) }
+	room := func() int {
+		if w.be.completionWait() >= waitBound {
+			return 0
+		}
+		return int(min(int64(slots)-running.Load(), maxPending-pending.Load()))
+	}
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 	backlog := false // the last claim filled its batch: more work is waiting

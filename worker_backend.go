@@ -49,6 +49,11 @@ type backend interface {
 	// longPoll reports whether claim itself waits for work, so an empty claim
 	// can be followed by the next one without a poll tick.
 	longPoll() bool
+	// completionWait is how long a success handed over now would wait for
+	// its write, as far as the backend can tell: behind a library worker's
+	// batching completer, the successes not yet written at the pace of its
+	// writes; zero for a backend that writes each as it comes.
+	completionWait() time.Duration
 }
 
 // claimLease is what a backend knows of the lease its claim took.

@@ -48,6 +48,10 @@ func (b *httpBackend) start()         {}
 func (b *httpBackend) stop()          { b.hc.CloseIdleConnections() }
 func (b *httpBackend) longPoll() bool { return b.wait > 0 }
 
+// completionWait: a remote worker's reports are sent as they come, each by
+// its own job's goroutine.
+func (b *httpBackend) completionWait() time.Duration { return 0 }
+
 // tokenCheckFor bounds check's wait for the server's answer.
 const tokenCheckFor = 5 * time.Second
 

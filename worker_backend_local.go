@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
@@ -23,11 +24,17 @@ type localBackend struct {
 	// one over never waits: the jobs a worker holds are bounded already
 	// (produce's pending), and a goroutine blocked on a full channel here
 	// was a goroutine held per job again (see runners).
-	mu          sync.Mutex
-	waiting     []completion
-	closed      bool
-	wake        chan struct{} // a success is waiting, or closed is set
-	completerWG sync.WaitGroup
+	mu      sync.Mutex
+	waiting []completion
+	closed  bool
+	// The completer's pace, for completionWait, which the claim loops read
+	// without the lock: successes handed over and not yet answered, how long
+	// the last write took a completion, and the write under way (when it
+	// began, UnixNano, zero if none; how many it carries).
+	unwritten, perCompletion atomic.Int64
+	writeBegan, writeSize    atomic.Int64
+	wake                     chan struct{} // a success is waiting, or closed is set
+	completerWG              sync.WaitGroup
 }
 
 // completion is one success for the completer to write: the caller waits on
@@ -59,6 +66,27 @@ func (b *localBackend) stop() {
 func (b *localBackend) check(context.Context) error { return nil }
 
 func (b *localBackend) longPoll() bool { return false }
+
+// completionWait is how long the successes not yet written take to write at
+// the pace of the last write, or of the write under way once it has taken
+// longer: a database that stalls slows the pace from the moment it stalls.
+func (b *localBackend) completionWait() time.Duration {
+	n := b.unwritten.Load()
+	if n <= 0 {
+		return 0
+	}
+	per := time.Duration(b.perCompletion.Load())
+	if per == 0 && n >= int64(b.w.cfg.CompletionBatch) {
+		// No write has finished yet: the pace is unknown, and more than a
+		// batch waits for it. The claims of a worker's first moments, before
+		// its first write came back, went on to its bound on held jobs.
+		return maxTimer
+	}
+	if began, size := b.writeBegan.Load(), b.writeSize.Load(); began != 0 && size > 0 {
+		per = max(per, time.Since(time.Unix(0, began))/time.Duration(size))
+	}
+	return time.Duration(n) * per
+}
 
 func (b *localBackend) wakeups(ctx context.Context) (<-chan string, error) {
 	return b.drv.WakeupSubscribe(ctx)
@@ -178,6 +206,7 @@ func (b *localBackend) hand(c completion) {
 	b.mu.Lock()
 	b.waiting = append(b.waiting, c)
 	first := len(b.waiting) == 1
+	b.unwritten.Add(1)
 	b.mu.Unlock()
 	if first {
 		b.signal()
@@ -225,9 +254,17 @@ func (b *localBackend) write(batch []completion) {
 	for i, c := range batch {
 		params[i] = c.p
 	}
+	began := time.Now()
+	b.writeSize.Store(int64(len(batch)))
+	b.writeBegan.Store(began.UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	errs := b.drv.JobCompleteManyErrs(ctx, params)
 	cancel()
+	// Before the answers, which free room to claim: a claim loop held back
+	// by the wait (see produce) looks again then.
+	b.perCompletion.Store(max(1, int64(time.Since(began))/int64(len(batch)))) // 0: none measured yet
+	b.writeBegan.Store(0)
+	b.unwritten.Add(-int64(len(batch)))
 	for i, c := range batch {
 		if c.x != nil {
 			c.x.completed(errs[i])
