@@ -294,6 +294,29 @@ func (d *reapCounter) JobReapExpired(ctx context.Context, p driver.ReapParams) (
 	return jobs, err
 }
 
+// firstReapPass runs an engine on drv until the test ends, its next reap pass
+// an hour after its first, and waits up to 10 s for the first pass to reap n
+// jobs; it returns the jobs reaped by then and whether they reached n.
+func firstReapPass(t *testing.T, ctx context.Context, drv *reapCounter, n int) (int, bool) {
+	t.Helper()
+	e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 10 * time.Second, ReapInterval: time.Hour,
+		ReconcileInterval: time.Hour, Retention: -1})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	got := 0
+	timeout := time.After(10 * time.Second)
+	for got < n {
+		select {
+		case got = <-drv.calls:
+		case <-timeout:
+			return got, false
+		}
+	}
+	return got, true
+}
+
 // One reap pass reaps every expired lease, however many claims took the jobs.
 // The PostgreSQL driver reads at most 100 due drover_leases rows a call (one
 // row per claim), so when every job was claimed on its own (a remote worker's
@@ -326,21 +349,8 @@ func TestReapPassReapsEveryExpiredLease(t *testing.T) {
 					t.Fatalf("claim %d: %v, %v", i, jobs, err)
 				}
 			}
-			// One pass: the next is an hour away.
-			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 10 * time.Second, ReapInterval: time.Hour,
-				ReconcileInterval: time.Hour, Retention: -1})
-			rctx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { defer close(done); e.Run(rctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			got := 0
-			timeout := time.After(10 * time.Second)
-			for got < n {
-				select {
-				case got = <-drv.calls:
-				case <-timeout:
-					t.Fatalf("the first reap pass requeued %d of %d expired jobs; the rest wait for the next pass, an hour later", got, n)
-				}
+			if got, ok := firstReapPass(t, ctx, drv, n); !ok {
+				t.Fatalf("the first reap pass requeued %d of %d expired jobs; the rest wait for the next pass, an hour later", got, n)
 			}
 			var left int
 			for after := int64(0); ; {

@@ -153,21 +153,8 @@ func TestReapPassGoesOnPastAJobItCannotReap(t *testing.T) {
 				}
 			}
 			refuseReap(t, drv.Driver, refused)
-			// One pass: the next is an hour away.
-			e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 10 * time.Second, ReapInterval: time.Hour,
-				ReconcileInterval: time.Hour, Retention: -1})
-			rctx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { defer close(done); e.Run(rctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			got := 0
-			timeout := time.After(10 * time.Second)
-			for got < n {
-				select {
-				case got = <-drv.calls:
-				case <-timeout:
-					t.Fatalf("the first reap pass requeued %d of the %d expired jobs it may reap; the rest wait for the next pass, an hour later", got, n)
-				}
+			if got, ok := firstReapPass(t, ctx, drv, n); !ok {
+				t.Fatalf("the first reap pass requeued %d of the %d expired jobs it may reap; the rest wait for the next pass, an hour later", got, n)
 			}
 		})
 	}
