@@ -100,7 +100,8 @@ func shutdownWithABlockedCall(t *testing.T, call string, timeout time.Duration) 
 	for end := time.Now().Add(10 * time.Second); ; {
 		var waiting bool
 		if err := lock.QueryRow(context.Background(),
-			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid())").Scan(&waiting); err != nil {
+			// Blocked by this session: other tests' sessions wait on locks of their own.
+			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid)))").Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {
