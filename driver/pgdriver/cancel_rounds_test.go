@@ -3,6 +3,7 @@ package pgdriver_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +17,13 @@ import (
 )
 
 // cancelHook calls before, if set, ahead of each JobCancel statement a pool
-// sends (its text names 'canceled').
-type cancelHook struct{ before func() }
+// sends (its text names 'canceled'). The pool's other statements (the
+// wakeup an insert sends in the background) read it as the test sets it.
+type cancelHook struct{ before atomic.Pointer[func()] }
 
 func (h *cancelHook) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if h.before != nil && strings.Contains(data.SQL, "'canceled'") && strings.Contains(data.SQL, "UPDATE drover_jobs") {
-		h.before()
+	if before := h.before.Load(); before != nil && strings.Contains(data.SQL, "'canceled'") && strings.Contains(data.SQL, "UPDATE drover_jobs") {
+		(*before)()
 	}
 	return ctx
 }
@@ -106,11 +108,12 @@ func TestCancelOutlastsChangesWhileItWaits(t *testing.T) {
 	const changes = 6
 	held := make(chan pgx.Tx)
 	sent := 0
-	hook.before = func() {
+	before := func() {
 		if sent++; sent <= changes {
 			held <- hold()
 		}
 	}
+	hook.before.Store(&before)
 	type answer struct {
 		j   *driver.Job
 		err error
