@@ -20,18 +20,26 @@ import (
 
 // afterInsert runs hook once, when the insert statement's answer has been
 // read: the moment a caller's deadline could pass between the insert and the
-// read of the jobs whose idempotency key existed.
+// read of the jobs whose idempotency key existed. Only the insert's own end
+// fires it: the pool's other statements (the wakeup an earlier insert sends
+// in the background, a SELECT too) would cancel the call at any moment, the
+// insert's included.
 type afterInsert struct {
 	armed atomic.Bool
 	hook  func()
 }
 
-func (a *afterInsert) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+type insertStatement struct{}
+
+func (a *afterInsert) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "INSERT INTO drover_jobs") {
+		return context.WithValue(ctx, insertStatement{}, true)
+	}
 	return ctx
 }
 
-func (a *afterInsert) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
-	if data.Err == nil && strings.HasPrefix(data.CommandTag.String(), "SELECT") && a.armed.CompareAndSwap(true, false) {
+func (a *afterInsert) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err == nil && ctx.Value(insertStatement{}) != nil && a.armed.CompareAndSwap(true, false) {
 		a.hook()
 	}
 }
