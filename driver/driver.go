@@ -519,3 +519,15 @@ type Repairer interface {
 	// jobs it repaired.
 	RepairStep(ctx context.Context, after int64, limit int) (next int64, repaired int, err error)
 }
+
+// CountFolder is a driver that keeps the job counts QueueList answers as a
+// table of counts plus the changes each statement appended since (pgdriver:
+// drover_job_counts and drover_job_count_changes, migration 017). The
+// maintenance engine's leader calls FoldJobCounts once per reconcile period to
+// fold the changes into the counts, so that QueueList reads the changes of about
+// one period, not of every statement since the start.
+type CountFolder interface {
+	// FoldJobCounts moves the changes into the counts; QueueList answers the
+	// same before and after it.
+	FoldJobCounts(ctx context.Context) error
+}

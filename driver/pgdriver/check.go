@@ -11,23 +11,35 @@ import (
 )
 
 // CheckInvariants compares the sets kept beside the job rows (drover_ready,
-// drover_leases, drover_finished) with the job rows, and returns an error naming
-// each disagreement, or nil. It reads every job, so it is for tests and for an
-// operator's diagnosis, not for a hot path. Under concurrent claims and cancels a
-// ready row may briefly name a job that is no longer claimable (see JobCancel in
-// queries/job.sql); on a quiet database every line it reports is a bug.
+// drover_leases, drover_finished) and the job counts (drover_job_counts and its
+// changes, once migration 017 made them) with the job rows, and returns an
+// error naming each disagreement, or nil. It reads every job, so it is for
+// tests and for an operator's diagnosis, not for a hot path. Under concurrent
+// claims and cancels a ready row may briefly name a job that is no longer
+// claimable (see JobCancel in queries/job.sql); on a quiet database every line
+// it reports is a bug.
 func (d *Driver) CheckInvariants(ctx context.Context) error {
-	rows, err := d.pool.Query(ctx, queries.Get("CheckSets"))
-	if err != nil {
+	checks := []string{"CheckSets"}
+	var counted bool
+	if err := d.pool.QueryRow(ctx, "SELECT to_regclass('drover_job_counts') IS NOT NULL").Scan(&counted); err != nil {
 		return fmt.Errorf("check invariants: %w", err)
 	}
-	problems, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("check invariants: %w", err)
+	if counted {
+		checks = append(checks, "CheckCounts")
 	}
-	errs := make([]error, len(problems))
-	for i, p := range problems {
-		errs[i] = errors.New(p)
+	var errs []error
+	for _, name := range checks {
+		rows, err := d.pool.Query(ctx, queries.Get(name))
+		if err != nil {
+			return fmt.Errorf("check invariants: %w", err)
+		}
+		problems, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("check invariants: %w", err)
+		}
+		for _, p := range problems {
+			errs = append(errs, errors.New(p))
+		}
 	}
 	return errors.Join(errs...)
 }

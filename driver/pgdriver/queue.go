@@ -12,7 +12,9 @@ import (
 	"github.com/drover-dev/drover/lifecycle"
 )
 
-// QueueList implements driver.Driver.
+// QueueList implements driver.Driver. The counts are drover_job_counts plus
+// the changes not yet folded into it (migration 017, QueueCounts): a read of a
+// row per queue and status, not of every job.
 func (d *Driver) QueueList(ctx context.Context) ([]driver.QueueInfo, error) {
 	byName := map[string]*driver.QueueInfo{}
 	get := func(name string) *driver.QueueInfo {
@@ -61,6 +63,16 @@ func (d *Driver) QueueList(ctx context.Context) ([]driver.QueueInfo, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+var _ driver.CountFolder = (*Driver)(nil)
+
+// FoldJobCounts implements driver.CountFolder.
+func (d *Driver) FoldJobCounts(ctx context.Context) error {
+	if _, err := d.pool.Exec(ctx, queries.Get("JobCountsFold")); err != nil {
+		return fmt.Errorf("fold the job counts: %w", err)
+	}
+	return nil
 }
 
 // QueuePause implements driver.Driver.

@@ -211,6 +211,13 @@ func (e *Engine) startLoops(ctx context.Context, wg *sync.WaitGroup) {
 		w := &repairWalk{r: r, log: e.log, size: repairStep, rest: repairRest} // one goroutine runs its steps
 		loop(e.cfg.ReconcileInterval, func(ctx context.Context) { w.step(ctx, time.Now()) })
 	}
+	if f, ok := e.drv.(driver.CountFolder); ok {
+		loop(e.cfg.ReconcileInterval, func(ctx context.Context) {
+			if err := f.FoldJobCounts(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("folding the job counts failed", "err", err)
+			}
+		})
+	}
 	if e.cfg.Retention > 0 {
 		loop(e.cfg.RetentionInterval, e.retain)
 	}

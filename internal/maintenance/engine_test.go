@@ -134,10 +134,7 @@ func TestLeaderRepairsTheReadySet(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 600 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond})
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); e.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runEngine(t, e)
 	waitFor(t, "the job to be claimable again", 10*time.Second, func() bool {
 		var n int
 		err := pool.QueryRow(ctx, "SELECT count(*) FROM drover_ready WHERE id = $1", res[0].Job.ID).Scan(&n)
@@ -147,6 +144,47 @@ func TestLeaderRepairsTheReadySet(t *testing.T) {
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim after the repair = %v, %v; want the job", jobs, err)
 	}
+}
+
+// The leader folds the job counts' changes (migration 017) into the counts,
+// so that QueueList reads a period's changes, not every statement's since the
+// start.
+func TestLeaderFoldsTheJobCounts(t *testing.T) {
+	t.Parallel()
+	drv := testdb.Open(t, "postgres")
+	if _, ok := drv.(driver.CountFolder); !ok {
+		t.Fatal("the PostgreSQL driver is no driver.CountFolder")
+	}
+	ctx := context.Background()
+	if _, err := drv.JobInsertMany(ctx, []driver.InsertParams{{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	pool := drv.(interface{ Pool() *pgxpool.Pool }).Pool()
+	pending := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM drover_job_count_changes").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if pending() == 0 {
+		t.Fatal("the insert appended no count change")
+	}
+	e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 600 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond})
+	runEngine(t, e)
+	waitFor(t, "the count changes to be folded", 10*time.Second, func() bool { return pending() == 0 })
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT n FROM drover_job_counts WHERE queue = 'q' AND status = 'queued'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("folded count of q's queued jobs = %d, %v; want 1", n, err)
+	}
+}
+
+// runEngine runs e until the end of t.
+func runEngine(t *testing.T, e *maintenance.Engine) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 // wakeupCounter counts the driver's wake-up publishes (NOTIFY on PostgreSQL).
@@ -189,10 +227,7 @@ func TestReconcilerGoesOnWhileATransportHangs(t *testing.T) {
 			return ctx.Err()
 		},
 	})
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); e.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runEngine(t, e)
 	for range 5 { // five passes, each of which hung in the transport
 		select {
 		case <-hung:
@@ -301,10 +336,7 @@ func firstReapPass(t *testing.T, ctx context.Context, drv *reapCounter, n int) (
 	t.Helper()
 	e := maintenance.New(drv, maintenance.Config{ID: "e", LeaderTTL: 10 * time.Second, ReapInterval: time.Hour,
 		ReconcileInterval: time.Hour, Retention: -1})
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); e.Run(rctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runEngine(t, e)
 	got := 0
 	timeout := time.After(10 * time.Second)
 	for got < n {

@@ -1,5 +1,26 @@
 -- name: QueueCounts
-SELECT queue, status, count(*) FROM drover_jobs GROUP BY queue, status;
+-- The jobs by queue and status (migration 017): the counts folded so far plus
+-- the changes not yet folded, in one snapshot, so a fold between them is seen
+-- whole or not at all. Reads a row per queue and status, and the changes of
+-- the last fold interval, whatever the number of jobs.
+SELECT queue, status, sum(n)::bigint FROM (
+    SELECT queue, status, n FROM drover_job_counts
+    UNION ALL
+    SELECT queue, status, n FROM drover_job_count_changes
+) c GROUP BY queue, status HAVING sum(n) <> 0;
+
+-- name: JobCountsFold
+-- Moves the changes into the counts: deleted and added in one statement, so a
+-- change is counted once, before or after, in every snapshot. Two folds at once
+-- each take the changes the other has not deleted (the second waits for the
+-- first's locks, then skips the rows it deleted), and add in (queue, status)
+-- order, so they never wait for each other in a cycle.
+WITH moved AS (
+    DELETE FROM drover_job_count_changes RETURNING queue, status, n
+)
+INSERT INTO drover_job_counts (queue, status, n)
+SELECT queue, status, sum(n) FROM moved GROUP BY queue, status ORDER BY queue, status
+ON CONFLICT (queue, status) DO UPDATE SET n = drover_job_counts.n + EXCLUDED.n;
 
 -- name: QueuePausedList
 SELECT name, paused FROM drover_queues;
@@ -103,6 +124,17 @@ UNION ALL
 SELECT format('job %s is %s since %s but no drover_finished row names it at that time', id, status, finished_at)
 FROM drover_jobs j WHERE status IN ('succeeded','failed','canceled','skipped') AND finished_at IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM drover_finished f WHERE j.id = ANY (f.job_ids) AND f.finished_at = j.finished_at);
+
+-- name: CheckCounts
+-- Each queue and status whose count (migration 017) is not its number of jobs.
+SELECT format('queue %s has %s jobs %s but its count (migration 017) says %s', queue, status, coalesce(real, 0), coalesce(kept, 0))
+FROM (SELECT queue, status, count(*) AS real FROM drover_jobs GROUP BY queue, status) r
+FULL JOIN (SELECT queue, status, sum(n) AS kept FROM (
+        SELECT queue, status, n FROM drover_job_counts
+        UNION ALL
+        SELECT queue, status, n FROM drover_job_count_changes) c
+    GROUP BY queue, status HAVING sum(n) <> 0) k USING (queue, status)
+WHERE real IS DISTINCT FROM kept;
 
 -- name: ReadyRepair
 -- One step of the repair walk over the $2 jobs after id $1:

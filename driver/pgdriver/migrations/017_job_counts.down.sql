@@ -1,0 +1,2 @@
+DROP TABLE drover_job_count_changes;
+DROP TABLE drover_job_counts;
