@@ -51,7 +51,9 @@ func newMetrics(drv driver.Driver) *metrics {
 	}, []string{"route", "code"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "drover_http_request_duration_seconds", Help: "HTTP request latency, by route.",
-		Buckets: prometheus.DefBuckets,
+		// The default buckets end at 10 s; a task-claim long poll waits up to
+		// MaxWait (60 s by default), and each of those landed in +Inf.
+		Buckets: append(slices.Clone(prometheus.DefBuckets), 30, 60, 120),
 	}, []string{"route"})
 	// The default queue's series exist from the start, at 0, so that a fresh
 	// server's /metrics has every family a dashboard or an alert names (a

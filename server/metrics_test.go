@@ -52,3 +52,26 @@ func TestMetricsOfAFreshServer(t *testing.T) {
 		})
 	}
 }
+
+// A task-claim long poll waits up to MaxWait (60 s by default): its latency
+// lands in a bucket of its own, not in +Inf with every other wait past 10 s.
+func TestRequestLatencyBucketsCoverALongPoll(t *testing.T) {
+	m := newMetrics(testdb.Open(t, "sqlite"))
+	m.latency.WithLabelValues("POST /internal/task-claim").Observe(45)
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "drover_http_request_duration_seconds" {
+			continue
+		}
+		for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+			if b.GetUpperBound() == 60 && b.GetCumulativeCount() == 1 {
+				return
+			}
+		}
+		t.Fatalf("a 45 s long poll is in no bucket up to 60 s: %v", mf.GetMetric()[0].GetHistogram().GetBucket())
+	}
+	t.Fatal("no drover_http_request_duration_seconds family")
+}
