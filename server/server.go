@@ -456,6 +456,12 @@ type ListenConfig struct {
 	// [30s]; negative: it does not wait, and requests still running are
 	// canceled at once.
 	ShutdownTimeout time.Duration
+	// Hurry, if set, cuts a graceful shutdown short when it ends: requests
+	// still running are canceled at once, as at ShutdownTimeout, and
+	// ListenAndServe returns an error that wraps context.Canceled. A command
+	// line ends it at a second SIGINT or SIGTERM. Ending it before ctx ends
+	// changes nothing until the shutdown starts.
+	Hurry context.Context
 	// Ready, if set, is called with the bound address once the listener is open.
 	Ready func(addr net.Addr)
 }
@@ -545,7 +551,11 @@ func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *s
 	}
 	close(shutdown) // ends long-polls so shutdown does not wait for them
 	// A negative ShutdownTimeout gives a context already past its deadline.
-	sctx, cancel := context.WithTimeout(context.Background(), lc.ShutdownTimeout)
+	parent := context.Background()
+	if lc.Hurry != nil {
+		parent = lc.Hurry
+	}
+	sctx, cancel := context.WithTimeout(parent, lc.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		cancelBase() // the handlers still running are canceled, their database calls with them

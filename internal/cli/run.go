@@ -188,7 +188,7 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		go func() {
 			serveErr <- server.ListenAndServe(ctx, srv, server.ListenConfig{
 				Addr: o.server.addr, TLSCertFile: o.server.tlsCert, TLSKeyFile: o.server.tlsKey,
-				ShutdownTimeout: httpShutdown(n.shutdownTimeout), Ready: func(a net.Addr) { bound <- a.String() },
+				ShutdownTimeout: httpShutdown(n.shutdownTimeout), Hurry: g.hurry, Ready: func(a net.Addr) { bound <- a.String() },
 			}, log)
 		}()
 		select {
@@ -236,6 +236,10 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		_ = stopWorker()
 		return err
 	}
+	if w == nil && o.server != nil {
+		// The worker's stop says this for both (the server shuts down meanwhile).
+		fmt.Fprintf(g.stderr, "shutting down: waiting for HTTP requests in flight (up to %s; a second Ctrl-C or SIGTERM cancels them now)\n", n.shutdownTimeout)
+	}
 	err = stopWorker()
 	if o.server != nil {
 		if serr := <-serveErr; serr != nil && err == nil {
@@ -256,10 +260,15 @@ func httpShutdown(d time.Duration) time.Duration {
 }
 
 // stoppedServing is stopped for the HTTP server: requests still running when
-// --shutdown-timeout ran out were canceled, which is the shutdown asked for.
+// --shutdown-timeout ran out, or a second signal came, were canceled, which is
+// the shutdown asked for.
 func (g *globals) stoppedServing(err error, timeout time.Duration) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(g.stderr, "shutdown: HTTP requests still running after --shutdown-timeout %s were canceled\n", timeout)
+		return nil
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(g.stderr, "shutdown: a second signal canceled the HTTP requests still running")
 		return nil
 	}
 	return err

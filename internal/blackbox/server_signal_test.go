@@ -1,0 +1,134 @@
+package blackbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-dev/drover/internal/testdb"
+)
+
+// TestSecondSignalEndsTheServersShutdownAtOnce: `drover server` shuts down
+// gracefully on SIGTERM, waiting up to --shutdown-timeout for the requests in
+// flight; a second signal cuts that wait, as it does a worker's (see
+// TestSecondSignalCancelsRunningJobsAtOnce): the process says so and exits 0.
+// The HTTP server ignored the second signal, and a client that held a request
+// open (here one whose body never comes) kept it running for the whole
+// --shutdown-timeout, 10 minutes, unless SIGKILLed.
+func TestSecondSignalEndsTheServersShutdownAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			url := testdb.URL(t, kind)
+			if kind == "postgres" {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if out, err := exec.CommandContext(ctx, droverBin, "migrate", "up", "--database-url", url).CombinedOutput(); err != nil {
+					t.Fatalf("drover migrate up: %v\n%s", err, out)
+				}
+			}
+			cmd := exec.Command(droverBin, "server", "--addr", "127.0.0.1:0", "--database-url", url,
+				"--shutdown-timeout", "10m", "--log-level", "warn")
+			cmd.Env = cleanEnv()
+			cmd.Stdout = io.Discard
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			out := &lockedBuffer{}
+			api := make(chan string, 1)
+			shuttingDown := make(chan struct{})
+			read := make(chan struct{})
+			go func() {
+				defer close(read)
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					line := sc.Text()
+					out.WriteString(line + "\n")
+					if f := strings.Fields(line); len(f) == 2 && f[0] == "API:" {
+						api <- f[1]
+					}
+					if strings.HasPrefix(line, "shutting down:") {
+						close(shuttingDown)
+					}
+				}
+			}()
+			exited := make(chan struct{}) // closed once waitErr is set
+			var waitErr error
+			go func() { <-read; waitErr = cmd.Wait(); close(exited) }()
+			t.Cleanup(func() {
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				select {
+				case <-exited:
+				case <-time.After(time.Minute):
+				}
+				if t.Failed() {
+					t.Logf("drover server stderr:\n%s", out.String())
+				}
+			})
+			var base string
+			select {
+			case base = <-api:
+			case <-exited:
+				t.Fatal("drover server exited before printing its address")
+			case <-time.After(30 * time.Second):
+				t.Fatal("drover server did not print its address within 30s")
+			}
+			host := strings.TrimPrefix(base, "http://")
+
+			// A request in flight: its handler reads a body that never comes.
+			// The server's "100 Continue" says the handler is reading it.
+			conn, err := net.Dial("tcp", host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /jobs HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n", host)
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			status, err := bufio.NewReader(conn).ReadString('\n')
+			if err != nil || !strings.HasPrefix(status, "HTTP/1.1 100 ") {
+				t.Fatalf("POST /jobs with Expect: 100-continue: got %q (%v), want HTTP/1.1 100 Continue", status, err)
+			}
+
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-shuttingDown:
+			case <-exited:
+				t.Fatal("drover server exited on SIGTERM with a request in flight and --shutdown-timeout 10m; want it to wait for the request")
+			case <-time.After(30 * time.Second):
+				t.Fatal("no \"shutting down:\" line 30s after SIGTERM")
+			}
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+				var ee *exec.ExitError
+				if err := waitErr; errors.As(err, &ee) {
+					t.Fatalf("drover server exited with %d after a second signal, want 0", ee.ExitCode())
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("drover server still running 30s after a second signal (SIGTERM, then SIGINT; --shutdown-timeout 10m), held by a request in flight")
+			}
+			if !strings.Contains(out.String(), "a second signal canceled the HTTP requests") {
+				t.Errorf("stderr does not say the second signal canceled the requests in flight")
+			}
+		})
+	}
+}
