@@ -24,6 +24,21 @@ const (
 	replacementCh = "\uFFFD"
 )
 
+// MaxRequestIDBytes bounds a request_id, as the HTTP API always did. Each one
+// is kept in an index (the events' and the claim requests'): both drivers
+// stored any length through the library, and PostgreSQL fails an index entry
+// over ~2.7 kB after compression with an error of its own.
+const MaxRequestIDBytes = 200
+
+// CheckRequestID refuses a request_id longer than MaxRequestIDBytes or with a
+// NUL character ("" is none, and taken).
+func CheckRequestID(id string) error {
+	if len(id) > MaxRequestIDBytes {
+		return Invalid("request_id", "%d bytes, at most %d", len(id), MaxRequestIDBytes)
+	}
+	return CheckText("request_id", id)
+}
+
 // CheckText refuses NUL characters in an identifier.
 func CheckText(field, s string) error {
 	if strings.IndexByte(s, 0) >= 0 {

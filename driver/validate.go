@@ -232,13 +232,14 @@ const DefaultLease = 30 * time.Second
 
 // CheckClaim refuses claim parameters no driver can honour, naming the field:
 // an owner that is no worker id (ValidateWorkerID; an empty one would leave a
-// claimed job without an owner) and a request_id with a NUL (PostgreSQL cannot
-// store it). Both drivers call it first, so they refuse alike.
+// claimed job without an owner) and a request_id CheckRequestID refuses (a
+// NUL PostgreSQL cannot store, or one too long). Both drivers call it first,
+// so they refuse alike.
 func CheckClaim(p ClaimParams) error {
 	if err := ValidateWorkerID("owner", p.Owner); err != nil {
 		return err
 	}
-	if err := CheckText("request_id", p.RequestID); err != nil {
+	if err := CheckRequestID(p.RequestID); err != nil {
 		return err
 	}
 	if p.ReplayOnly && p.RequestID == "" {

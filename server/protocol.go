@@ -419,8 +419,8 @@ func (s *Server) giveBack(r *http.Request, tasks []Task) {
 
 // checkRequestID refuses a request_id the log cannot keep ("" is none).
 func checkRequestID(id string) error {
-	if len(id) > 200 {
-		return driver.Invalid("request_id", "%d bytes, at most 200", len(id))
+	if len(id) > driver.MaxRequestIDBytes {
+		return driver.Invalid("request_id", "%d bytes, at most %d", len(id), driver.MaxRequestIDBytes)
 	}
 	return checkText("request_id", id)
 }

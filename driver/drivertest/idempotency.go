@@ -38,13 +38,39 @@ var requestIDTests = []suiteTest{
 }
 
 // testRequestIDWithNUL: a request_id with a NUL character, which PostgreSQL
-// cannot store, is refused on every driver with a ValidationError naming
-// request_id, and changes nothing, in every lease holder's call and a
-// cancel; in a batch completion it is refused alone and the batch goes on.
-// PostgreSQL answered a database error (22021) for each call and failed the
-// whole JobCompleteMany batch with it; SQLite stored the request_id.
+// cannot store, or longer than driver.MaxRequestIDBytes, is refused on every
+// driver with a ValidationError naming request_id, and changes nothing, in
+// every lease holder's call and a cancel; in a batch completion it is refused
+// alone and the batch goes on. PostgreSQL answered a database error (22021)
+// for each call with a NUL and failed the whole JobCompleteMany batch with
+// it; SQLite stored the request_id. Both stored a request_id of 100 kB,
+// which the HTTP API refused (PostgreSQL's index takes this one only because
+// it compresses well).
 func testRequestIDWithNUL(h *harness) {
-	const bad = "req\x00uest"
+	for _, bad := range []struct{ id, what string }{
+		{"req\x00uest", "a NUL in request_id"},
+		{strings.Repeat("r", driver.MaxRequestIDBytes+1), fmt.Sprintf("a request_id of %d bytes", driver.MaxRequestIDBytes+1)},
+		{strings.Repeat("r", 100_000), "a request_id of 100000 bytes"},
+	} {
+		testRequestIDRefused(h, bad.id, bad.what)
+		// A claim too, which would keep it in drover_claim_requests.
+		q := h.mustEnqueue(nil)
+		h.rejected(q.ID, driver.ErrInvalidArgument, "JobClaim with "+bad.what, func() error {
+			_, err := h.d.JobClaim(h.ctx, driver.ClaimParams{Queues: []string{q.Queue}, ID: q.ID, Limit: 1, Owner: owner,
+				LeaseDuration: leaseDuration, Now: h.at(0), RequestID: bad.id})
+			return h.namingField("JobClaim", "request_id", err)
+		})
+	}
+	// The longest allowed is taken.
+	j := h.claimedJob(nil)
+	f := fence(j, h.at(2*time.Second))
+	f.RequestID = strings.Repeat("r", driver.MaxRequestIDBytes)
+	if _, err := h.d.JobStart(h.ctx, f); err != nil {
+		h.t.Errorf("JobStart with a request_id of %d bytes, the most allowed: %v", driver.MaxRequestIDBytes, err)
+	}
+}
+
+func testRequestIDRefused(h *harness, bad, what string) {
 	withReq := func(j *driver.Job) driver.FenceParams {
 		f := fence(j, h.at(2*time.Second))
 		f.RequestID = bad
@@ -80,7 +106,7 @@ func testRequestIDWithNUL(h *harness) {
 		}},
 	}
 	for _, c := range calls {
-		h.rejected(c.job.ID, driver.ErrInvalidArgument, c.name+" with a NUL in request_id", func() error {
+		h.rejected(c.job.ID, driver.ErrInvalidArgument, c.name+" with "+what, func() error {
 			return h.namingField(c.name, "request_id", c.call(c.job))
 		})
 	}
@@ -97,7 +123,7 @@ func testRequestIDWithNUL(h *harness) {
 		} else {
 			errs = driver.OutcomeErrs(h.d.JobCompleteMany(h.ctx, ps))
 		}
-		h.wantErr(errs[0], driver.ErrInvalidArgument, fmt.Sprintf("JobCompleteMany (errs only %v): the completion with a NUL in request_id", errsOnly))
+		h.wantErr(errs[0], driver.ErrInvalidArgument, fmt.Sprintf("JobCompleteMany (errs only %v): the completion with %s", errsOnly, what))
 		h.namingField("JobCompleteMany", "request_id", errs[0])
 		if len(errs) > 1 && errs[1] != nil {
 			h.t.Errorf("JobCompleteMany: the other completion of the batch failed with it: %v", errs[1])

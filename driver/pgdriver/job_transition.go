@@ -483,7 +483,7 @@ func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.
 // (one that ignores timeout_seconds) heartbeats in vain, and the reaper ends the
 // attempt, the engine's side of a timeout.
 func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
-	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 	}
 	if p.RequestID != "" {
@@ -649,7 +649,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 			out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
 			continue // refused alone; the rest of the batch goes on
 		}
-		if err := driver.CheckText("request_id", p.RequestID); err != nil {
+		if err := driver.CheckRequestID(p.RequestID); err != nil {
 			// Refused alone: PostgreSQL refuses a NUL in text, and the
 			// statement that sent it would fail the whole batch.
 			out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err)
@@ -733,7 +733,7 @@ func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) 
 	for i, p := range params {
 		// Refused alone: PostgreSQL refuses a NUL in text, and the statement
 		// that sent it would lose the whole batch.
-		if err := driver.CheckText("request_id", p.RequestID); err != nil {
+		if err := driver.CheckRequestID(p.RequestID); err != nil {
 			out[i].Err = fmt.Errorf("start job %d: %w", p.ID, err)
 			continue
 		}
@@ -861,7 +861,7 @@ func (d *Driver) JobSnooze(ctx context.Context, p driver.SnoozeParams) (*driver.
 
 // JobCancel implements driver.Driver.
 func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.Job, error) {
-	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 	}
 	actor := p.Actor
@@ -935,7 +935,7 @@ func (d *Driver) cancelLocked(ctx context.Context, p driver.CancelParams, actor 
 
 // fenced runs a guarded transition and, when its guard matched nothing, works out why.
 func (d *Driver) fenced(ctx context.Context, q dbtx, op call, p driver.FenceParams, otherwise error, name string, args ...any) (*driver.Job, error) {
-	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		// Refused as SQLite's driver refuses it, before PostgreSQL errs on it.
 		return nil, fmt.Errorf("%s job %d: %w", op, p.ID, err)
 	}

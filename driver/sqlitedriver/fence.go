@@ -112,7 +112,7 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 
 // fence runs one lease-holder transition in its own write transaction.
 func (d *Driver) fence(ctx context.Context, p driver.FenceParams, f fenced) (*driver.Job, error) {
-	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", f.verb, p.ID, err) // as PostgreSQL's driver refuses it
 	}
 	var j *driver.Job
@@ -160,7 +160,7 @@ func (d *Driver) JobUnclaim(ctx context.Context, p driver.FenceParams) (*driver.
 // RequestID, which is logged so that a repeat is recognised. If the job was
 // canceled during this attempt it answers CancelRequested = true without error.
 func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (driver.HeartbeatResult, error) {
-	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 	}
 	now := clock(p.Now)

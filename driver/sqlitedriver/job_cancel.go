@@ -13,7 +13,7 @@ import (
 // handler learns of it at its next heartbeat. A terminal job gives
 // ErrInvalidTransition, a missing one ErrNotFound.
 func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.Job, error) {
-	if err := driver.CheckText("request_id", p.RequestID); err != nil {
+	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err) // as PostgreSQL's driver refuses it
 	}
 	now := clock(p.Now)

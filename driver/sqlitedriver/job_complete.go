@@ -44,7 +44,7 @@ func (d *Driver) completeMany(ctx context.Context, params []driver.CompleteParam
 		fences[i] = p.FenceParams
 		fs[i], out[i].Err = completion(p)
 		if out[i].Err == nil {
-			if err := driver.CheckText("request_id", p.RequestID); err != nil {
+			if err := driver.CheckRequestID(p.RequestID); err != nil {
 				out[i].Err = fmt.Errorf("complete job %d: %w", p.ID, err) // refused alone, as PostgreSQL's
 			}
 		}
@@ -67,7 +67,7 @@ func (d *Driver) JobStartMany(ctx context.Context, params []driver.FenceParams) 
 	fs := make([]fenced, len(params))
 	args := make([]any, len(params))
 	for i, p := range params {
-		if err := driver.CheckText("request_id", p.RequestID); err != nil {
+		if err := driver.CheckRequestID(p.RequestID); err != nil {
 			out[i].Err = fmt.Errorf("start job %d: %w", p.ID, err)
 		}
 		fs[i] = fenced{
