@@ -26,9 +26,14 @@ type RemoteConfig struct {
 	// WaitSeconds is how long a claim may wait on the server when nothing is
 	// ready (long-poll); Stop ends a waiting claim at once. Negative: no
 	// long-poll, claim every PollInterval instead. A server waits at most its
-	// own longest long-poll (server.Config.MaxWait, 60 s for drover server). [20]
+	// own longest long-poll (server.Config.MaxWait, 60 s for drover server);
+	// more than MaxWaitSeconds is refused. [20]
 	WaitSeconds int
 }
+
+// MaxWaitSeconds bounds RemoteConfig.WaitSeconds: an hour, far above any
+// server's long-poll. A larger one wrapped into a negative wait past ~9.2e9.
+const MaxWaitSeconds = 3600
 
 // DefaultWaitSeconds is the long-poll of a remote worker's claims.
 const DefaultWaitSeconds = 20
@@ -102,6 +107,9 @@ func NewRemoteWorker(cfg RemoteConfig, wcfg *WorkerConfig) (*Worker, error) {
 	base, err := serverURL(cfg.URL)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.WaitSeconds > MaxWaitSeconds {
+		return nil, driver.Invalid("wait_seconds", "%d, at most %d (a server waits at most its own MaxWait, 60 s for drover server)", cfg.WaitSeconds, MaxWaitSeconds)
 	}
 	wait := time.Duration(cfg.WaitSeconds) * time.Second
 	if cfg.WaitSeconds == 0 {

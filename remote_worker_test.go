@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -138,6 +139,17 @@ func TestNewRemoteWorkerValidation(t *testing.T) {
 			_, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: tc.url, HTTPClient: tc.hc}, &drover.WorkerConfig{Workers: ws})
 			wantInvalid(t, err, tc.wantField)
 		})
+	}
+	// A wait past the bound; the largest wrapped into a negative wait, which
+	// read as none.
+	for _, n := range []int{drover.MaxWaitSeconds + 1, 9_300_000_000, math.MaxInt} {
+		_, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: "http://127.0.0.1:7420", WaitSeconds: n}, &drover.WorkerConfig{Workers: ws})
+		wantInvalid(t, err, "wait_seconds")
+	}
+	for _, n := range []int{drover.MaxWaitSeconds, 60, -1} {
+		if _, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: "http://127.0.0.1:7420", WaitSeconds: n}, &drover.WorkerConfig{Workers: ws}); err != nil {
+			t.Errorf("NewRemoteWorker with WaitSeconds %d: %v, want no error", n, err)
+		}
 	}
 	if _, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: "http://127.0.0.1:7420"}, nil); err == nil {
 		t.Error("NewRemoteWorker with a nil worker config: got no error, want one")
