@@ -48,6 +48,9 @@ type KindOption func(*kindHandler)
 func WithBackoff(b Backoff) KindOption { return func(h *kindHandler) { h.backoff = b } }
 
 // WithTimeout sets the default timeout of a kind (a job's own timeout wins).
+// 0 leaves the worker's DefaultTimeout; a negative d means none for this
+// kind's jobs, whatever DefaultTimeout is (as a negative DefaultTimeout
+// means none for every kind).
 func WithTimeout(d time.Duration) KindOption { return func(h *kindHandler) { h.timeout = d } }
 
 // NewWorkers returns an empty registry.

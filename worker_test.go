@@ -1131,3 +1131,50 @@ func TestWorkerWithoutHandlersDoesNotStart(t *testing.T) {
 	defer func() { _ = w.Stop(ctx) }()
 	waitStatus(t, c, id, drover.StatusSucceeded)
 }
+
+// A kind's negative WithTimeout means none for its jobs, over the worker's
+// DefaultTimeout; its 0 leaves the default. A job's own timeout wins over both.
+func TestWorkerKindTimeoutNegativeMeansNone(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		c := newClient(t, kind, nil)
+		type seen struct {
+			kind        string
+			hasDeadline bool
+			left        time.Duration
+		}
+		seenCh := make(chan seen, 3)
+		ws := drover.NewWorkers()
+		handler := func(ctx context.Context, job *drover.Job, _ struct{}) (any, error) {
+			d, ok := ctx.Deadline()
+			seenCh <- seen{job.Kind, ok, time.Until(d)}
+			return nil, nil
+		}
+		drover.Register(ws, "untimed", handler, drover.WithTimeout(-1))
+		drover.Register(ws, "defaulted", handler, drover.WithTimeout(0))
+		drover.Register(ws, "own", handler, drover.WithTimeout(-1))
+		cfg := fastWorkerConfig(ws)
+		cfg.DefaultTimeout = time.Hour
+		enqueue(t, c, "untimed", nil, nil)
+		enqueue(t, c, "defaulted", nil, nil)
+		enqueue(t, c, "own", nil, &drover.EnqueueOpts{Timeout: 2 * time.Hour})
+		startWorker(t, c, cfg)
+		got := map[string]seen{}
+		for range 3 {
+			select {
+			case s := <-seenCh:
+				got[s.kind] = s
+			case <-time.After(30 * time.Second):
+				t.Fatalf("handlers seen after 30s: %v, want 3", got)
+			}
+		}
+		if s := got["untimed"]; s.hasDeadline {
+			t.Errorf("kind with WithTimeout(-1): its handler's context ends in %s, want no deadline (DefaultTimeout 1h)", s.left)
+		}
+		if s := got["defaulted"]; !s.hasDeadline || s.left > time.Hour || s.left < 50*time.Minute {
+			t.Errorf("kind with WithTimeout(0): deadline %v in %s, want DefaultTimeout's hour", s.hasDeadline, s.left)
+		}
+		if s := got["own"]; !s.hasDeadline || s.left > 2*time.Hour || s.left < 110*time.Minute {
+			t.Errorf("job with its own 2h timeout, kind WithTimeout(-1): deadline %v in %s, want its own 2h", s.hasDeadline, s.left)
+		}
+	})
+}
