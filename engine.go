@@ -25,7 +25,7 @@ type EngineConfig struct {
 	LeaderTTL         time.Duration // leadership lease; a successor takes over within ~TTL of a crash [15s]
 	ReapInterval      time.Duration // lease reaper period [1s]
 	ReconcileInterval time.Duration // wake-up reconciler period [1s]
-	Retention         time.Duration // age after which finished jobs are deleted; negative: never [7 days]
+	Retention         time.Duration // age after which finished jobs are deleted; negative: never; at least MinRetention [7 days]
 	Logger            *slog.Logger
 	OnLeader          func(leading bool) // called when leadership is won or lost
 	// Wakeups, when set, also gets the reconciler's queue-level pointers, so a
@@ -41,6 +41,12 @@ type EngineConfig struct {
 // stayed running for good. Exported so a program can refuse a setting before
 // it opens anything.
 const MinLeaderTTL = 100 * time.Millisecond
+
+// MinRetention is the shortest EngineConfig.Retention. Below it a unit slip
+// (7 meant as days is 7ns; 604800000 meant as seconds is 0.6 s) deleted every
+// finished job as it finished: its result unread, and its idempotency key free
+// again for a retried enqueue to run it twice.
+const MinRetention = time.Second
 
 // Engine runs the maintenance loops — lease reaper, retention, wake-up reconciler —
 // in exactly one of any number of processes, elected through a lease row.
@@ -93,10 +99,14 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 }
 
 // checkEngineTimings refuses a lease or period so short that the engine would
-// query in a loop (a period of 1 meant as a second is a nanosecond).
+// query in a loop (a period of 1 meant as a second is a nanosecond), and a
+// retention so short it is surely a unit slip.
 func checkEngineTimings(cfg *EngineConfig) error {
 	if d := cfg.LeaderTTL; d > 0 && d < MinLeaderTTL {
 		return driver.Invalid("leader_ttl", "%s is below %s", d, MinLeaderTTL)
+	}
+	if d := cfg.Retention; d > 0 && d < MinRetention {
+		return driver.Invalid("retention", "%s is below %s (negative keeps finished jobs for ever)", d, MinRetention)
 	}
 	for _, p := range []struct {
 		field string

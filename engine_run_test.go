@@ -12,8 +12,10 @@ import (
 // A lease or period far too short (a 1 meant as a second is a nanosecond) is
 // refused by Run at once, naming it: at LeaderTTL 1ns an engine campaigned
 // tens of thousands of times a second and never trusted its lease long
-// enough to reap, and a 1ns ReapInterval reaped in a loop. Negative values
-// still take the defaults, and the shortest accepted values run.
+// enough to reap, and a 1ns ReapInterval reaped in a loop. A Retention
+// below MinRetention (a unit slip) deleted every job as it finished. Negative
+// values still take the defaults (a negative Retention keeps jobs for ever),
+// and the shortest accepted values run.
 func TestEngineRefusesTimingsTooShort(t *testing.T) {
 	refused := []struct {
 		cfg   drover.EngineConfig
@@ -23,10 +25,12 @@ func TestEngineRefusesTimingsTooShort(t *testing.T) {
 		{drover.EngineConfig{LeaderTTL: 99 * time.Millisecond}, "leader_ttl"},
 		{drover.EngineConfig{ReapInterval: 1}, "reap_interval"},
 		{drover.EngineConfig{ReconcileInterval: 9 * time.Millisecond}, "reconcile_interval"},
+		{drover.EngineConfig{Retention: 7}, "retention"},
+		{drover.EngineConfig{Retention: 604800000}, "retention"},
 	}
 	accepted := []drover.EngineConfig{
-		{LeaderTTL: -1, ReapInterval: -1, ReconcileInterval: -1},
-		{LeaderTTL: 100 * time.Millisecond, ReapInterval: 10 * time.Millisecond, ReconcileInterval: 10 * time.Millisecond},
+		{LeaderTTL: -1, ReapInterval: -1, ReconcileInterval: -1, Retention: -1},
+		{LeaderTTL: 100 * time.Millisecond, ReapInterval: 10 * time.Millisecond, ReconcileInterval: 10 * time.Millisecond, Retention: drover.MinRetention},
 	}
 	forEachKind(t, func(t *testing.T, kind string) {
 		c := newClient(t, kind, nil)
