@@ -14,12 +14,16 @@ import (
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/driver/sqlitedriver"
+	"github.com/drover-dev/drover/internal/deflog"
 	"github.com/drover-dev/drover/lifecycle"
 	"github.com/drover-dev/drover/wakeup"
 )
 
 // Config configures a Client.
 type Config struct {
+	// Logger gets the client's logs, and those of its workers and engines
+	// that have no Logger of their own. nil: warnings and errors go through
+	// slog.Default() (stderr, unless the program set another default).
 	Logger             *slog.Logger
 	DefaultMaxAttempts int // 0: DefaultMaxAttempts
 	MaxPayloadBytes    int // args + metadata; 0: 1 MiB; negative is refused
@@ -56,7 +60,7 @@ func NewClient(drv driver.Driver, cfg *Config) (*Client, error) {
 	}
 	c.log = c.cfg.Logger
 	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+		c.log = deflog.New()
 	}
 	return c, nil
 }

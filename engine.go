@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/deflog"
 	"github.com/drover-dev/drover/internal/maintenance"
 	"github.com/drover-dev/drover/wakeup"
 )
@@ -22,11 +23,11 @@ type EngineConfig struct {
 	// that Run extends or resigns the lease, so the other waits until it is
 	// free or expired, as an engine of another ID does.
 	ID                string
-	LeaderTTL         time.Duration // leadership lease; a successor takes over within ~TTL of a crash [15s]
-	ReapInterval      time.Duration // lease reaper period [1s]
-	ReconcileInterval time.Duration // wake-up reconciler period [1s]
-	Retention         time.Duration // age after which finished jobs are deleted; negative: never; at least MinRetention [7 days]
-	Logger            *slog.Logger
+	LeaderTTL         time.Duration      // leadership lease; a successor takes over within ~TTL of a crash [15s]
+	ReapInterval      time.Duration      // lease reaper period [1s]
+	ReconcileInterval time.Duration      // wake-up reconciler period [1s]
+	Retention         time.Duration      // age after which finished jobs are deleted; negative: never; at least MinRetention [7 days]
+	Logger            *slog.Logger       // [the Client's]
 	OnLeader          func(leading bool) // called when leadership is won or lost
 	// Wakeups, when set, also gets the reconciler's queue-level pointers, so a
 	// pointer that a transport lost, or a job whose run_at arrived, is noticed
@@ -63,7 +64,7 @@ func NewEngine(c *Client, cfg *EngineConfig) *Engine {
 	if c == nil {
 		// Refused by Run, as a config at fault is (it panicked here).
 		return &Engine{e: maintenance.New(nil, maintenance.Config{}),
-			err: driver.Invalid("client", "is nil: NewEngine needs the Client of the database it maintains"), log: slog.New(slog.DiscardHandler)}
+			err: driver.Invalid("client", "is nil: NewEngine needs the Client of the database it maintains"), log: deflog.New()}
 	}
 	if cfg == nil {
 		cfg = &EngineConfig{}

@@ -3,13 +3,13 @@ package drover
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/deflog"
 )
 
 // RemoteConfig says how a remote worker reaches a Drover server.
@@ -126,7 +126,7 @@ func NewRemoteWorker(cfg RemoteConfig, wcfg *WorkerConfig) (*Worker, error) {
 	if hc.Timeout > 0 && hc.Timeout <= wait {
 		return nil, driver.Invalid("http_client", "timeout %s must be longer than the claim long-poll (%s); raise it or lower WaitSeconds", hc.Timeout, wait)
 	}
-	w, err := newWorker(wcfg, slog.New(slog.DiscardHandler))
+	w, err := newWorker(wcfg, deflog.New())
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/deflog"
 	"github.com/drover-dev/drover/wakeup"
 )
 
@@ -38,7 +39,9 @@ type WorkerConfig struct {
 	Wakeups wakeup.Transport
 	// Observer, when set, hears what the worker does (for metrics).
 	Observer Observer
-	Logger   *slog.Logger
+	// Logger gets the worker's logs [the Client's; a remote worker's:
+	// warnings and errors through slog.Default()].
+	Logger *slog.Logger
 }
 
 // Worker claims and runs jobs, from the database (NewWorker) or from a Drover
@@ -191,7 +194,7 @@ func newWorker(cfg *WorkerConfig, fallbackLog *slog.Logger) (*Worker, error) {
 		w.log = fallbackLog
 	}
 	if w.log == nil {
-		w.log = slog.New(slog.DiscardHandler)
+		w.log = deflog.New()
 	}
 	w.log = w.log.With("worker", cf.ID)
 	return w, nil

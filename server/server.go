@@ -17,6 +17,7 @@ import (
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/deflog"
 )
 
 // DefaultAddr is where `drover server` and `drover dev` listen.
@@ -34,7 +35,7 @@ type Config struct {
 	MaxWait       time.Duration  // longest task-claim long-poll; a longer wait_seconds is cut to it [60s]
 	MaxBodyBytes  int64          // request body limit [2×MaxPayloadBytes + 64 KiB]
 	Backoff       drover.Backoff // delay of a "retry" task-complete, kept within 0 to drover.MaxBackoff [drover.DefaultBackoff]
-	Logger        *slog.Logger
+	Logger        *slog.Logger   // nil: warnings and errors through slog.Default()
 	// IsLeader, when set, is reported by /healthz.
 	IsLeader func() bool
 	// MaxPayloadBytes must match the client's limit on args + metadata [1 MiB].
@@ -145,7 +146,7 @@ func New(client *drover.Client, cfg Config) *Server {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = deflog.New()
 	}
 	s := &Server{client: client, drv: client.Driver(), cfg: cfg, log: log, mux: http.NewServeMux(),
 		origins: http.NewCrossOriginProtection()}
@@ -495,7 +496,7 @@ func shuttingDown(ctx context.Context) <-chan struct{} {
 // accepting, lets requests in flight finish (long-polls end early), and returns.
 func ListenAndServe(ctx context.Context, h http.Handler, lc ListenConfig, log *slog.Logger) error {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = deflog.New()
 	}
 	if lc.Addr == "" {
 		lc.Addr = DefaultAddr

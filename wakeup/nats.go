@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/deflog"
 )
 
 // Defaults of NATSOptions.
@@ -69,7 +70,8 @@ type NATSOptions struct {
 	// the connection is declared dead; the pointers not stored are only hints.
 	PublishWait time.Duration
 
-	// Logger receives transient errors the transport recovers from. nil: discard.
+	// Logger receives transient errors the transport recovers from. nil:
+	// warnings and errors through slog.Default().
 	Logger *slog.Logger
 	// ConnectOptions are passed to nats.Connect after Drover's own (name, reconnect
 	// forever), e.g. credentials or TLS.
@@ -112,7 +114,7 @@ func (o *NATSOptions) setDefaults() {
 		o.PublishWait = DefaultPublishWait
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = deflog.New()
 	}
 }
 

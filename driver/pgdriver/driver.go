@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/deflog"
 	"github.com/drover-dev/drover/internal/sqlfile"
 )
 
@@ -52,6 +53,8 @@ func replaceOnce(q, old, new string) string {
 
 // Options tune the driver.
 type Options struct {
+	// Logger receives driver diagnostics. Nil: warnings and errors go
+	// through slog.Default().
 	Logger *slog.Logger
 }
 
@@ -163,7 +166,7 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 	d := &Driver{pool: pool, log: opts.Logger}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
+		d.log = deflog.New()
 	}
 	var schema *string
 	var iso, style string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/deflog"
 	"github.com/drover-dev/drover/internal/sqlfile"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -31,7 +32,8 @@ var _ driver.Driver = (*Driver)(nil)
 
 // Options configures Open.
 type Options struct {
-	// Logger receives driver diagnostics. Nil discards them.
+	// Logger receives driver diagnostics. Nil: warnings and errors go
+	// through slog.Default().
 	Logger *slog.Logger
 	// ReadConns is the size of the read-only connection pool (default 4). Writes
 	// always go through a single connection because SQLite has one writer.
@@ -72,7 +74,7 @@ type Driver struct {
 func Open(path string, opts Options) (*Driver, error) {
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = deflog.New()
 	}
 	file, err := absolute(path)
 	if err != nil {
