@@ -94,8 +94,10 @@ const codeConflict = "conflict"
 //     cannot shorten: its job runs again no sooner than a crashed worker's;
 //   - the *Job a handler gets holds what a task carries: its id, kind, queue,
 //     args, idempotency key, metadata, priority, attempt, executions,
-//     max_attempts, timeout, created_at and lease, not its run_at, started_at,
-//     earlier attempts' errors, retry_of or workflow fields.
+//     max_attempts, timeout, created_at, run_at, started_at, earlier
+//     attempts' errors, retry_of and lease, not its workflow fields (nor,
+//     from a server older than this release, run_at, started_at, errors
+//     and retry_of).
 //
 // As with NewWorker, a job whose claim is answered while the worker stops is
 // given back unrun, and a claim under way when Stop is called is canceled:

@@ -94,6 +94,11 @@ type remoteTask struct {
 	LeaseSeconds   float64         `json:"lease_seconds"`
 	IdempotencyKey *string         `json:"idempotency_key"`
 	Metadata       json.RawMessage `json:"metadata"`
+	// Absent from an older server's tasks: then zero, nil, [] and nil.
+	RunAt     time.Time             `json:"run_at"`
+	StartedAt *time.Time            `json:"started_at"`
+	Errors    []driver.AttemptError `json:"errors"`
+	RetryOf   *int64                `json:"retry_of"`
 }
 
 func (t *remoteTask) job(owner string) *Job {
@@ -101,6 +106,10 @@ func (t *remoteTask) job(owner string) *Job {
 		ID: t.TaskID, Kind: t.Kind, Queue: t.Queue, Status: StatusRunning, Args: t.Args, Priority: t.Priority,
 		Attempt: t.Attempt, Executions: t.Executions, MaxAttempts: t.MaxAttempts, Owner: owner,
 		LeaseToken: t.LeaseToken, LeaseExpiresAt: t.LeaseExpiresAt, CreatedAt: t.CreatedAt,
+		RunAt: t.RunAt, StartedAt: t.StartedAt, Errors: t.Errors, RetryOf: t.RetryOf,
+	}
+	if j.Errors == nil {
+		j.Errors = []driver.AttemptError{} // as a job read from the database has it
 	}
 	if len(bytes.TrimSpace(j.Args)) == 0 || string(j.Args) == "null" {
 		j.Args = json.RawMessage("{}")

@@ -36,13 +36,24 @@ type Task struct {
 	// a payment provider must not send none from a remote worker.
 	IdempotencyKey *string         `json:"idempotency_key"`
 	Metadata       json.RawMessage `json:"metadata"`
+	// RunAt, StartedAt, Errors (the earlier attempts') and RetryOf (the job a
+	// DLQ requeue copied, null: none) are the job's too, as a local worker's
+	// handler has them: a handler that reads the last attempt's error on a
+	// retry read none on a remote worker.
+	RunAt     time.Time             `json:"run_at"`
+	StartedAt *time.Time            `json:"started_at"`
+	Errors    []driver.AttemptError `json:"errors"`
+	RetryOf   *int64                `json:"retry_of"`
 }
 
 func taskOf(j *drover.Job) Task {
 	t := Task{
 		TaskID: j.ID, Attempt: j.Attempt, LeaseToken: j.LeaseToken, Kind: j.Kind, Args: j.Args,
 		Queue: j.Queue, Priority: j.Priority, CreatedAt: j.CreatedAt, MaxAttempts: j.MaxAttempts, Executions: j.Executions,
-		Metadata: j.Metadata,
+		Metadata: j.Metadata, RunAt: j.RunAt, StartedAt: j.StartedAt, Errors: j.Errors, RetryOf: j.RetryOf,
+	}
+	if t.Errors == nil {
+		t.Errors = []driver.AttemptError{}
 	}
 	if j.IdempotencyKey != "" {
 		t.IdempotencyKey = &j.IdempotencyKey
