@@ -75,7 +75,20 @@ func mainWith(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	if err := root.ExecuteContext(ctx); err != nil {
+	if cmd, err := root.ExecuteContextC(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// A signal came before the command was done: while it started
+			// (connecting, migrating), for a command that runs until
+			// stopped, which is the stop asked for; for any other, the work
+			// was cut short. It said "error: context canceled" and exited 1,
+			// as for a failure.
+			if runsUntilStopped[cmd.Name()] && cmd.Parent() == root {
+				fmt.Fprintf(stderr, "stopped: a signal came before %s had started (%v)\n", cmd.CommandPath(), err)
+				return 0
+			}
+			fmt.Fprintf(stderr, "error: interrupted by a signal: %v\n", err)
+			return exitInterrupted
+		}
 		if strings.HasPrefix(err.Error(), "unknown command ") { // cobra's, of the root
 			// The hint goes on the first line, before cobra's "Did you mean".
 			first, rest, _ := strings.Cut(err.Error(), "\n")
@@ -95,6 +108,13 @@ func mainWith(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 }
 
 var errUsage = errors.New("usage")
+
+// runsUntilStopped are the commands that run until a signal stops them.
+var runsUntilStopped = map[string]bool{"dev": true, "server": true, "worker": true}
+
+// exitInterrupted is the exit status of a command a signal cut short, as a
+// shell reports one that SIGINT ended (128 + 2).
+const exitInterrupted = 130
 
 func newRoot(g *globals) *cobra.Command {
 	root := &cobra.Command{
