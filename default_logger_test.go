@@ -1,12 +1,10 @@
 package drover_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/drover-dev/drover"
@@ -27,31 +25,12 @@ func (refusingTransport) Subscribe(context.Context, []string) (<-chan wakeup.Mes
 
 func (refusingTransport) Close() error { return nil }
 
-// syncBuffer is a bytes.Buffer safe for the tests that log into the default
-// logger while this one reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // With no Logger, a client's warnings go through slog.Default(), as River's
 // go to its default logger: they were discarded, and a program that set no
 // logger never heard that its wake-ups (or its worker's claims) failed. Info
 // stays quiet. Not parallel: it sets the process's default logger.
 func TestClientWithoutLoggerWarnsThroughTheDefault(t *testing.T) {
-	var buf syncBuffer
+	var buf logBuffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(old) })

@@ -3,13 +3,10 @@ package blackbox
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,52 +33,16 @@ func TestSecondSignalEndsTheServersShutdownAtOnce(t *testing.T) {
 					t.Fatalf("drover migrate up: %v\n%s", err, out)
 				}
 			}
-			cmd := exec.Command(droverBin, "server", "--addr", "127.0.0.1:0", "--database-url", url,
-				"--shutdown-timeout", "10m", "--log-level", "warn")
-			cmd.Env = cleanEnv()
-			cmd.Stdout = io.Discard
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			out := &lockedBuffer{}
 			api := make(chan string, 1)
-			shuttingDown := make(chan struct{})
-			read := make(chan struct{})
-			go func() {
-				defer close(read)
-				sc := bufio.NewScanner(stderr)
-				for sc.Scan() {
-					line := sc.Text()
-					out.WriteString(line + "\n")
-					if f := strings.Fields(line); len(f) == 2 && f[0] == "API:" {
-						api <- f[1]
-					}
-					if strings.HasPrefix(line, "shutting down:") {
-						close(shuttingDown)
-					}
+			p := startWatched(t, func(line string) {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "API:" {
+					api <- f[1]
 				}
-			}()
-			exited := make(chan struct{}) // closed once waitErr is set
-			var waitErr error
-			go func() { <-read; waitErr = cmd.Wait(); close(exited) }()
-			t.Cleanup(func() {
-				_ = cmd.Process.Signal(syscall.SIGKILL)
-				select {
-				case <-exited:
-				case <-time.After(time.Minute):
-				}
-				if t.Failed() {
-					t.Logf("drover server stderr:\n%s", out.String())
-				}
-			})
+			}, "server", "--addr", "127.0.0.1:0", "--database-url", url, "--shutdown-timeout", "10m", "--log-level", "warn")
 			var base string
 			select {
 			case base = <-api:
-			case <-exited:
+			case <-p.exited:
 				t.Fatal("drover server exited before printing its address")
 			case <-time.After(30 * time.Second):
 				t.Fatal("drover server did not print its address within 30s")
@@ -102,31 +63,8 @@ func TestSecondSignalEndsTheServersShutdownAtOnce(t *testing.T) {
 				t.Fatalf("POST /jobs with Expect: 100-continue: got %q (%v), want HTTP/1.1 100 Continue", status, err)
 			}
 
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-shuttingDown:
-			case <-exited:
-				t.Fatal("drover server exited on SIGTERM with a request in flight and --shutdown-timeout 10m; want it to wait for the request")
-			case <-time.After(30 * time.Second):
-				t.Fatal("no \"shutting down:\" line 30s after SIGTERM")
-			}
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-exited:
-				var ee *exec.ExitError
-				if err := waitErr; errors.As(err, &ee) {
-					t.Fatalf("drover server exited with %d after a second signal, want 0", ee.ExitCode())
-				} else if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("drover server still running 30s after a second signal (SIGTERM, then SIGINT; --shutdown-timeout 10m), held by a request in flight")
-			}
-			if !strings.Contains(out.String(), "a second signal canceled the HTTP requests") {
+			p.stopTwice(t, "drover server, held by a request in flight,")
+			if !strings.Contains(p.out.String(), "a second signal canceled the HTTP requests") {
 				t.Errorf("stderr does not say the second signal canceled the requests in flight")
 			}
 		})

@@ -1,13 +1,8 @@
 package blackbox
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"io"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,43 +33,8 @@ func TestSecondSignalCancelsRunningJobsAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			cmd := exec.Command(droverBin, "worker", "--database-url", url, "--queues", "signals",
+			p := startWatched(t, nil, "worker", "--database-url", url, "--queues", "signals",
 				"--shutdown-timeout", "10m", "--no-engine", "--log-level", "warn")
-			cmd.Env = cleanEnv()
-			cmd.Stdout = io.Discard
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			out := &lockedBuffer{}
-			shuttingDown := make(chan struct{})
-			read := make(chan struct{})
-			go func() {
-				defer close(read)
-				sc := bufio.NewScanner(stderr)
-				for sc.Scan() {
-					out.WriteString(sc.Text() + "\n")
-					if strings.HasPrefix(sc.Text(), "shutting down:") {
-						close(shuttingDown)
-					}
-				}
-			}()
-			exited := make(chan struct{}) // closed once waitErr is set
-			var waitErr error
-			go func() { <-read; waitErr = cmd.Wait(); close(exited) }()
-			t.Cleanup(func() {
-				_ = cmd.Process.Signal(syscall.SIGKILL)
-				select {
-				case <-exited:
-				case <-time.After(time.Minute):
-				}
-				if t.Failed() {
-					t.Logf("drover worker stderr:\n%s", out.String())
-				}
-			})
 
 			// The job runs: its handler sleeps ten minutes (its timeout is an hour), unless canceled.
 			deadline := time.Now().Add(30 * time.Second)
@@ -92,30 +52,8 @@ func TestSecondSignalCancelsRunningJobsAtOnce(t *testing.T) {
 				time.Sleep(20 * time.Millisecond) // the row's state is the only signal
 			}
 
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-shuttingDown:
-			case <-time.After(30 * time.Second):
-				t.Fatal("no \"shutting down:\" line 30s after SIGTERM")
-			}
-			signaled := time.Now()
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-exited:
-				var ee *exec.ExitError
-				if err := waitErr; errors.As(err, &ee) {
-					t.Fatalf("drover worker exited with %d after a second signal, want 0", ee.ExitCode())
-				} else if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("drover worker still running 30s after a second signal (SIGTERM, then SIGINT; --shutdown-timeout 10m)")
-			}
-			if !strings.Contains(out.String(), "second signal") {
+			signaled := p.stopTwice(t, "drover worker")
+			if !strings.Contains(p.out.String(), "second signal") {
 				t.Errorf("stderr does not say the second signal canceled the running jobs")
 			}
 			j, err := c.Get(ctx, res.Job.ID)
