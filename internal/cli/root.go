@@ -82,7 +82,7 @@ func mainWith(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			// stopped, which is the stop asked for; for any other, the work
 			// was cut short. It said "error: context canceled" and exited 1,
 			// as for a failure.
-			if runsUntilStopped[cmd.Name()] && cmd.Parent() == root {
+			if cmd != nil && runsUntilStopped[cmd.Name()] && cmd.Parent() == root {
 				fmt.Fprintf(stderr, "stopped: a signal came before %s had started (%v)\n", cmd.CommandPath(), err)
 				return 0
 			}
