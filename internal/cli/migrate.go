@@ -127,6 +127,9 @@ func notThroughServer(cmd *cobra.Command) error {
 	if cmd.Flags().Changed("server") {
 		return driver.Invalid("server", "%s works on a database (--database-url), not through a server", cmd.CommandPath())
 	}
+	if cmd.Flags().Changed("cacert") {
+		return driver.Invalid("cacert", "is for an https --server; %s takes none (a server's own TLS files are --tls-cert and --tls-key)", cmd.CommandPath())
+	}
 	if cmd.Flags().Changed("token") {
 		// `drover server --token T` served without auth: the server's own
 		// tokens are --admin-token and --worker-token.

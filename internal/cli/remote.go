@@ -40,7 +40,7 @@ type remoteAPI struct {
 	http  *http.Client
 }
 
-func newRemoteAPI(server, token string) (*remoteAPI, error) {
+func newRemoteAPI(server, token string, transport http.RoundTripper) (*remoteAPI, error) {
 	u, err := url.Parse(strings.TrimRight(server, "/"))
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
@@ -64,7 +64,7 @@ func newRemoteAPI(server, token string) (*remoteAPI, error) {
 	// followed with a GET, which turned an enqueue into a list that read as a
 	// job with id 0 and a purge into a list that read as "purged 0".
 	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &remoteAPI{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second, CheckRedirect: noRedirects}}, nil
+	return &remoteAPI{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second, CheckRedirect: noRedirects, Transport: transport}}, nil
 }
 
 // remoteError is an error answered by the server; it unwraps to the sentinel its

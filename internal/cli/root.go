@@ -5,10 +5,13 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -27,6 +30,8 @@ const DefaultDatabaseURL = "./drover.db"
 type globals struct {
 	server      string // operator commands talk to this server instead of the database
 	token       string
+	cacert      string         // --cacert: a PEM file of the CAs --server's certificate must chain to
+	roots       *x509.CertPool // read from cacert by pickServer; nil: the system's
 	databaseURL string
 	output      string
 	logLevel    string
@@ -146,6 +151,8 @@ func newRoot(g *globals) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("DROVER_SERVER"),
 		"jobs and dlq commands talk to this drover server (http://host:port) instead of the database (env DROVER_SERVER)")
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("DROVER_TOKEN"), "bearer token for --server (env DROVER_TOKEN)")
+	root.PersistentFlags().StringVar(&g.cacert, "cacert", os.Getenv("DROVER_CACERT"),
+		"PEM file of the CA certificates an https --server's certificate must chain to, instead of the system's (env DROVER_CACERT)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("DROVER_LOG_LEVEL", "info"), "debug, info, warn or error (env DROVER_LOG_LEVEL)")
 	root.AddCommand(newMigrateCmd(g), newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newJobsCmd(g), newDLQCmd(g), newBenchCmd(g), newChaosCmd(g), newChaosWorkerCmd(g))
@@ -216,14 +223,53 @@ func (g *globals) pickServer(cmd *cobra.Command) error {
 		// work on the database (a ./drover.db it would create here).
 		return driver.Invalid("token", "is for --server, which is not given: %s would work on the database (--database-url)", cmd.CommandPath())
 	}
-	if !cmd.Flags().Changed("database-url") {
+	if cmd.Flags().Changed("database-url") {
+		if cmd.Flags().Changed("server") {
+			return driver.Invalid("server", "%s and --database-url are both given: %s works through one of them", g.server, cmd.CommandPath())
+		}
+		g.server = "" // DROVER_SERVER, overridden by the flag
+	}
+	return g.readCACert(cmd)
+}
+
+// readCACert reads --cacert into g.roots, refusing a file with no
+// certificate in it, and a flag that would not be used (no --server, or one
+// without TLS); DROVER_CACERT alone is then left unused, as DROVER_TOKEN is.
+func (g *globals) readCACert(cmd *cobra.Command) error {
+	given := cmd.Flags().Changed("cacert")
+	https := strings.HasPrefix(strings.ToLower(strings.TrimSpace(g.server)), "https://")
+	switch {
+	case g.cacert == "" && given:
+		return driver.Invalid("cacert", "is empty; give a PEM file of CA certificates, or leave --cacert out to trust the system's")
+	case g.cacert == "", !given && !https:
 		return nil
 	}
-	if cmd.Flags().Changed("server") {
-		return driver.Invalid("server", "%s and --database-url are both given: %s works through one of them", g.server, cmd.CommandPath())
+	switch {
+	case g.server == "":
+		return driver.Invalid("cacert", "is for an https --server, which is not given: %s works on the database", cmd.CommandPath())
+	case !https:
+		return driver.Invalid("cacert", "is for an https --server; %s is not one (a CA applies to TLS only)", strings.TrimSpace(g.server))
 	}
-	g.server = "" // DROVER_SERVER, overridden by the flag
+	pem, err := os.ReadFile(g.cacert)
+	if err != nil {
+		return driver.Invalid("cacert", "%v", err)
+	}
+	g.roots = x509.NewCertPool()
+	if !g.roots.AppendCertsFromPEM(pem) {
+		return driver.Invalid("cacert", "%s holds no PEM certificate", g.cacert)
+	}
 	return nil
+}
+
+// httpTransport is the transport of the requests to --server: Go's default,
+// trusting only --cacert's CAs when it is given.
+func (g *globals) httpTransport() http.RoundTripper {
+	if g.roots == nil {
+		return http.DefaultTransport
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: g.roots, MinVersion: tls.VersionTLS12}
+	return t
 }
 
 func envOr(key, def string) string {
@@ -285,7 +331,7 @@ func (g *globals) open(ctx context.Context, migrate bool) (*drover.Client, drive
 // opened for this one command and closed after fn.
 func (g *globals) withClient(ctx context.Context, fn func(c api) error) error {
 	if g.server != "" {
-		r, err := newRemoteAPI(g.server, g.token)
+		r, err := newRemoteAPI(g.server, g.token, g.httpTransport())
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -282,7 +283,13 @@ func (g *globals) runRemoteWorker(ctx context.Context, n *nodeFlags) error {
 	}
 	workers := drover.NewWorkers()
 	demo.Register(workers)
-	w, err := drover.NewRemoteWorker(drover.RemoteConfig{URL: g.server, Token: g.token}, &drover.WorkerConfig{
+	rc := drover.RemoteConfig{URL: g.server, Token: g.token}
+	if g.roots != nil {
+		// As NewRemoteWorker's own client: no overall timeout, no redirect followed.
+		rc.HTTPClient = &http.Client{Transport: g.httpTransport(),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	w, err := drover.NewRemoteWorker(rc, &drover.WorkerConfig{
 		ID: n.id, Queues: queues, Workers: workers, LeaseDuration: n.lease, PollInterval: n.poll, Logger: g.logger(),
 	})
 	if err != nil {
