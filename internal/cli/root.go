@@ -15,10 +15,12 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
@@ -103,16 +105,50 @@ func mainWith(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			}
 			return 2
 		}
-		fmt.Fprintln(stderr, "error:", err)
 		if isUserError(err) {
+			if hint := envHint(cmd, err); hint != "" {
+				fmt.Fprintf(stderr, "error: %v (%s)\n", err, hint)
+			} else {
+				fmt.Fprintln(stderr, "error:", err)
+			}
 			return 2
 		}
+		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	return 0
 }
 
 var errUsage = errors.New("usage")
+
+// envOfFlag finds the variable a flag's help names, "(env DROVER_X)".
+var envOfFlag = regexp.MustCompile(`\(env (DROVER_[A-Z_]+)\)`)
+
+// envHint says which environment variable gave the value err refuses, when
+// it came from one rather than the command line: "invalid database_url: …"
+// pointed at a --database-url the user never typed. The value is not shown
+// (it may be a secret). "" when no flag of cmd's took its value so.
+func envHint(cmd *cobra.Command, err error) string {
+	if cmd == nil {
+		return ""
+	}
+	var ve *driver.ValidationError
+	field := ""
+	if errors.As(err, &ve) {
+		field = ve.Field
+	}
+	hint := ""
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		m := envOfFlag.FindStringSubmatch(f.Usage)
+		if hint != "" || m == nil || f.Changed || os.Getenv(m[1]) == "" {
+			return
+		}
+		if field == strings.ReplaceAll(f.Name, "-", "_") || strings.Contains(err.Error(), "--"+f.Name+" ") {
+			hint = "from " + m[1] + " in the environment"
+		}
+	})
+	return hint
+}
 
 // runsUntilStopped are the commands that run until a signal stops them.
 var runsUntilStopped = map[string]bool{"dev": true, "server": true, "worker": true}
