@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/drover-dev/drover"
 )
@@ -82,6 +85,44 @@ func TestRemoteWorkerRefusesAClaimedTaskWithoutAFence(t *testing.T) {
 			defer mu.Unlock()
 			if len(ids) < 2 || ids[0] == "" || ids[0] != ids[1] {
 				t.Errorf("claims' request_ids %q: want the one answered without a fence sent again", ids)
+			}
+		})
+	}
+}
+
+// A claim answer with no tasks at all ({} or "tasks": null, where a server
+// answers [] for none: a gateway's or a proxy's stub) is a failed claim,
+// logged as one, not an empty queue. The worker read it as "nothing to do"
+// and idled without a word while its jobs waited.
+func TestRemoteWorkerRefusesAClaimAnswerWithoutTasks(t *testing.T) {
+	for name, stub := range map[string]string{"no tasks": `{}`, "tasks null": `{"tasks":null,"claimed_after_seconds":0,"replayed":false}`} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, "sqlite", nil)
+			hs := wrappedServer(t, c, func(s http.Handler, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/internal/task-claim" {
+					s.ServeHTTP(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, stub)
+			})
+			var logs logBuffer
+			ws := drover.NewWorkers()
+			drover.Register(ws, "pay", func(context.Context, *drover.Job, struct{}) (any, error) { return nil, nil })
+			cfg := fastWorkerConfig(ws)
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			enqueue(t, c, "pay", nil, nil)
+			startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: -1}, cfg)
+			deadline := time.Now().Add(waitTimeout)
+			for !strings.Contains(logs.String(), `msg="claim failed"`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no \"claim failed\" logged %s after the claims were answered %s; logs:\n%s", waitTimeout, stub, logs.String())
+				}
+				time.Sleep(10 * time.Millisecond) // the log is the only signal
+			}
+			if !strings.Contains(logs.String(), `no \"tasks\"`) {
+				t.Errorf("the claim failure does not say the answer had no tasks:\n%s", logs.String())
 			}
 		})
 	}

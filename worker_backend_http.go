@@ -156,11 +156,17 @@ type claimAnswer struct {
 // task the server did claim sat leased to nobody until its lease ran out.
 // Refused as undecodable, the claim is resent with its request_id, which the
 // server answers with the tasks it claimed (the whole answer is refused: its
-// other tasks are answered again too).
+// other tasks are answered again too). So is an answer without tasks at all
+// (no "tasks", or null; a server answers [] for none): a proxy's or a
+// gateway's {} read as "nothing to do", and the worker idled without a word
+// while the queue filled.
 func (a *claimAnswer) UnmarshalJSON(b []byte) error {
 	type plain claimAnswer // without this method
 	if err := json.Unmarshal(b, (*plain)(a)); err != nil {
 		return err
+	}
+	if a.Tasks == nil {
+		return errors.New(`the answer has no "tasks" (a server answers [] for none): not a server's claim answer`)
 	}
 	for i, t := range a.Tasks {
 		if t.TaskID < 1 || t.Attempt < 1 || t.LeaseToken == "" {

@@ -235,8 +235,18 @@ func listQuery(statuses []lifecycle.Status, queue, kind string, after int64, lim
 }
 
 func (r *remoteAPI) List(ctx context.Context, p drover.ListParams) ([]*drover.Job, error) {
+	return r.list(ctx, "/jobs", listQuery(p.Statuses, p.Queue, p.Kind, p.AfterID, p.Limit))
+}
+
+// list reads a page of jobs, and refuses an answer without its list (a
+// proxy's 200 {}, or "jobs": null; a server answers [] for none), which read
+// as an empty page: "no jobs" printed, exit 0, whatever the server held.
+func (r *remoteAPI) list(ctx context.Context, path string, q url.Values) ([]*drover.Job, error) {
 	var out page
-	_, err := r.do(ctx, "GET", "/jobs", listQuery(p.Statuses, p.Queue, p.Kind, p.AfterID, p.Limit), nil, &out)
+	status, err := r.do(ctx, "GET", path, q, nil, &out)
+	if err == nil && out.Jobs == nil {
+		err = fmt.Errorf("server %s: GET %s answered %d without a jobs list", r.base, path, status)
+	}
 	return out.Jobs, err
 }
 
@@ -249,7 +259,11 @@ func (r *remoteAPI) Events(ctx context.Context, id int64) ([]lifecycle.Event, er
 	var out struct {
 		Events []lifecycle.Event `json:"events"`
 	}
-	_, err := r.do(ctx, "GET", fmt.Sprintf("/jobs/%d/events", id), nil, nil, &out)
+	path := fmt.Sprintf("/jobs/%d/events", id)
+	status, err := r.do(ctx, "GET", path, nil, nil, &out)
+	if err == nil && out.Events == nil { // as list: a server answers [] for none
+		err = fmt.Errorf("server %s: GET %s answered %d without an events list", r.base, path, status)
+	}
 	return out.Events, err
 }
 
@@ -259,9 +273,7 @@ func (r *remoteAPI) Cancel(ctx context.Context, id int64) (*drover.Job, error) {
 }
 
 func (r *remoteAPI) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, error) {
-	var out page
-	_, err := r.do(ctx, "GET", "/dlq", listQuery(nil, queue, "", afterID, limit), nil, &out)
-	return out.Jobs, err
+	return r.list(ctx, "/dlq", listQuery(nil, queue, "", afterID, limit))
 }
 
 func (r *remoteAPI) DLQRequeue(ctx context.Context, id int64) (*drover.Job, error) {
