@@ -31,7 +31,7 @@ type Config struct {
 	AdminToken  string
 	WorkerToken string
 
-	LeaseDuration time.Duration  // lease given by task-claim and extended by heartbeats [30s]
+	LeaseDuration time.Duration  // lease given by task-claim and extended by heartbeats [30s; 0 or less: the default]
 	MaxWait       time.Duration  // longest task-claim long-poll; a longer wait_seconds is cut to it [60s]
 	MaxBodyBytes  int64          // request body limit [2×MaxPayloadBytes + 64 KiB]
 	Backoff       drover.Backoff // delay of a "retry" task-complete, kept within 0 to drover.MaxBackoff [drover.DefaultBackoff]
@@ -126,7 +126,7 @@ const (
 // New returns a Server over the client's database. Call Close when done, to stop
 // the wake-up subscription.
 func New(client *drover.Client, cfg Config) *Server {
-	if cfg.LeaseDuration == 0 {
+	if cfg.LeaseDuration <= 0 { // as the drivers take it (driver.DefaultLease)
 		cfg.LeaseDuration = 30 * time.Second
 	}
 	if cfg.MaxWait == 0 {
