@@ -99,6 +99,15 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (driver.Driver, 
 // Driver returns the client's driver.
 func (c *Client) Driver() driver.Driver { return c.drv }
 
+// MaxPayloadBytes is the client's bound on a job's args + metadata
+// (Config.MaxPayloadBytes, or its default).
+func (c *Client) MaxPayloadBytes() int {
+	if c.cfg.MaxPayloadBytes > 0 {
+		return c.cfg.MaxPayloadBytes
+	}
+	return driver.DefaultMaxPayloadBytes
+}
+
 // Enqueue adds one job of kind with args (a JSON object: a struct or a map, or
 // JSON text as json.RawMessage, []byte or string). With an idempotency key seen
 // before, it returns the earlier job and Existing = true instead of adding one.

@@ -32,13 +32,14 @@ type Config struct {
 	WorkerToken string
 
 	LeaseDuration time.Duration  // lease given by task-claim and extended by heartbeats [30s; 0 or less: the default]
-	MaxWait       time.Duration  // longest task-claim long-poll; a longer wait_seconds is cut to it [60s]
-	MaxBodyBytes  int64          // request body limit [2×MaxPayloadBytes + 64 KiB]
+	MaxWait       time.Duration  // longest task-claim long-poll; a longer wait_seconds is cut to it [60s; negative: none]
+	MaxBodyBytes  int64          // request body limit [0 or less: 2×MaxPayloadBytes + 64 KiB]
 	Backoff       drover.Backoff // delay of a "retry" task-complete, kept within 0 to drover.MaxBackoff [drover.DefaultBackoff]
 	Logger        *slog.Logger   // nil: warnings and errors through slog.Default()
 	// IsLeader, when set, is reported by /healthz.
 	IsLeader func() bool
-	// MaxPayloadBytes must match the client's limit on args + metadata [1 MiB].
+	// MaxPayloadBytes bounds a task's output as the client bounds a job's
+	// args + metadata [0 or less: the client's, Client.MaxPayloadBytes].
 	MaxPayloadBytes int
 	// LoopbackHostsOnly refuses a request whose Host is not localhost, a
 	// 127.0.0.0/8 address or [::1]. Set it for a server on a loopback address
@@ -132,10 +133,13 @@ func New(client *drover.Client, cfg Config) *Server {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 60 * time.Second
 	}
-	if cfg.MaxPayloadBytes == 0 {
-		cfg.MaxPayloadBytes = driver.DefaultMaxPayloadBytes
+	if cfg.MaxPayloadBytes <= 0 {
+		// The client's: a server left at 1 MiB refused, as too large, the
+		// result of a job its client had taken 2 MiB of args for, and a
+		// negative one refused every result.
+		cfg.MaxPayloadBytes = client.MaxPayloadBytes()
 	}
-	if cfg.MaxBodyBytes == 0 {
+	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 2*int64(cfg.MaxPayloadBytes) + 64<<10
 	}
 	if cfg.Backoff == nil {
