@@ -1,17 +1,9 @@
 package blackbox
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-dev/drover/internal/testcert"
 	"github.com/drover-dev/drover/internal/testdb"
 )
 
@@ -33,12 +26,8 @@ import (
 func TestCACertTrustsAServersOwnCertificate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	writeSelfSigned(t, certFile, keyFile)
-	// The certificate is its own CA.
-	if b, err := os.ReadFile(certFile); err != nil || os.WriteFile(caFile, b, 0o600) != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, pool := testcert.SelfSigned(t)
+	caFile := certFile // the certificate is its own CA
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -88,10 +77,6 @@ func TestCACertTrustsAServersOwnCertificate(t *testing.T) {
 		t.Fatalf("jobs enqueue -o json: %q (%v)", out, err)
 	}
 	startWatched(t, nil, "worker", "--server", base, "--cacert", caFile, "--log-level", "warn")
-	pool := x509.NewCertPool()
-	if b, _ := os.ReadFile(caFile); !pool.AppendCertsFromPEM(b) {
-		t.Fatal("ca.pem")
-	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -130,34 +115,5 @@ func TestCACertTrustsAServersOwnCertificate(t *testing.T) {
 		if code, _, errOut := drover(args...); code != 2 || !strings.Contains(errOut, "invalid cacert") {
 			t.Errorf("drover %s: exit %d, %q; want 2 naming cacert", strings.Join(args, " "), code, errOut)
 		}
-	}
-}
-
-// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its key.
-func writeSelfSigned(t *testing.T, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "drover test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -60,12 +60,14 @@ func newRemoteAPI(server, token string, transport http.RoundTripper) (*remoteAPI
 	case u.RawQuery != "" || u.Fragment != "":
 		return nil, driver.Invalid("server", "%q: give the base URL, without a query or fragment", server)
 	}
-	// A redirect is not followed but refused (do): a 301 or 302 would be
-	// followed with a GET, which turned an enqueue into a list that read as a
-	// job with id 0 and a purge into a list that read as "purged 0".
-	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &remoteAPI{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second, CheckRedirect: noRedirects, Transport: transport}}, nil
 }
+
+// noRedirects answers a redirect instead of following it (do refuses it): a
+// 301 or 302 would be followed with a GET, which turned an enqueue into a
+// list that read as a job with id 0 and a purge into a list that read as
+// "purged 0".
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // remoteError is an error answered by the server; it unwraps to the sentinel its
 // code stands for, so errors.Is works as with the local client.

@@ -286,8 +286,7 @@ func (g *globals) runRemoteWorker(ctx context.Context, n *nodeFlags) error {
 	rc := drover.RemoteConfig{URL: g.server, Token: g.token}
 	if g.roots != nil {
 		// As NewRemoteWorker's own client: no overall timeout, no redirect followed.
-		rc.HTTPClient = &http.Client{Transport: g.httpTransport(),
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		rc.HTTPClient = &http.Client{Transport: g.httpTransport(), CheckRedirect: noRedirects}
 	}
 	w, err := drover.NewRemoteWorker(rc, &drover.WorkerConfig{
 		ID: n.id, Queues: queues, Workers: workers, LeaseDuration: n.lease, PollInterval: n.poll, Logger: g.logger(),
