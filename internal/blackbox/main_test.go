@@ -102,6 +102,13 @@ const lease = "10s"
 // SIGKILL and waited for at cleanup.
 func startServer(t *testing.T, kind string, args ...string) *server {
 	t.Helper()
+	return startOn(t, kind, migratedURL(t, kind), args...)
+}
+
+// migratedURL is a fresh database of kind, migrated with `drover migrate up`
+// for PostgreSQL, which `drover server` does not migrate by itself.
+func migratedURL(t *testing.T, kind string) string {
+	t.Helper()
 	url := testdb.URL(t, kind)
 	if kind == "postgres" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -111,7 +118,7 @@ func startServer(t *testing.T, kind string, args ...string) *server {
 			t.Fatalf("drover migrate up: %v\n%s", err, out)
 		}
 	}
-	return startOn(t, kind, url, args...)
+	return url
 }
 
 func startOn(t *testing.T, kind, url string, args ...string) *server {

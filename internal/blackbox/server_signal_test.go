@@ -2,10 +2,8 @@ package blackbox
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +23,7 @@ func TestSecondSignalEndsTheServersShutdownAtOnce(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			url := testdb.URL(t, kind)
-			if kind == "postgres" {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				if out, err := exec.CommandContext(ctx, droverBin, "migrate", "up", "--database-url", url).CombinedOutput(); err != nil {
-					t.Fatalf("drover migrate up: %v\n%s", err, out)
-				}
-			}
+			url := migratedURL(t, kind)
 			api := make(chan string, 1)
 			p := startWatched(t, func(line string) {
 				if f := strings.Fields(line); len(f) == 2 && f[0] == "API:" {
