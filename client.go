@@ -274,6 +274,9 @@ func checkList(p ListParams) error {
 	if p.AfterID < 0 {
 		return driver.Invalid("after_id", "%d is negative; no job has such an id (0: from the start)", p.AfterID)
 	}
+	if p.MaxBytes < 0 {
+		return driver.Invalid("max_bytes", "%d is negative (0: no bound but the limit)", p.MaxBytes)
+	}
 	return nil
 }
 

@@ -275,6 +275,14 @@ type ListParams struct {
 	AfterID   int64 // cursor: ids after this one in the listing order
 	Limit     int   // most jobs answered; 0: 100. Page on with AfterID = the last one's ID
 	Ascending bool
+	// MaxBytes, above 0, also ends the listing once the jobs read weigh more
+	// than MaxBytes (JobBytes: args, metadata, result and errors), as soon as
+	// there are two: the last job answered is then the one that went over,
+	// so a caller that keeps the jobs within MaxBytes (the first always; see
+	// PageFit) and has one left over knows more follow. It bounds what a
+	// listing holds when jobs are large: a thousand jobs of 1 MiB args were a
+	// gigabyte. 0: no bound but Limit.
+	MaxBytes int
 }
 
 // ClaimParams selects jobs to claim.

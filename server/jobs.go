@@ -174,17 +174,23 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
 // null on the last page (openapi.json), also when its jobs fill it exactly. A
 // page of exactly Limit jobs answered a cursor to an empty page, which a client
 // paging until next_cursor is null had to ask for too.
+//
+// A page also ends where its jobs' args, metadata, results and errors would
+// weigh more than MaxPageBytes (the first job always makes it), with a
+// next_cursor to the rest: a thousand jobs of 1 MiB args were read, held and
+// encoded whole, a gigabyte for one request.
 func (s *Server) listPage(r *http.Request, p driver.ListParams) (jobList, error) {
 	limit := p.Limit
 	p.Limit++
+	p.MaxBytes = s.cfg.MaxPageBytes
 	jobs, err := s.client.List(r.Context(), p)
 	if err != nil {
 		return jobList{}, err
 	}
 	out := jobList{Jobs: jobs}
-	if len(jobs) > limit {
-		out.Jobs = jobs[:limit]
-		c := strconv.FormatInt(out.Jobs[limit-1].ID, 10)
+	if n := driver.PageFit(jobs, limit, p.MaxBytes); n < len(jobs) {
+		out.Jobs = jobs[:n]
+		c := strconv.FormatInt(out.Jobs[n-1].ID, 10)
 		out.NextCursor = &c
 	}
 	if out.Jobs == nil {

@@ -23,6 +23,10 @@ import (
 // DefaultAddr is where `drover server` and `drover dev` listen.
 const DefaultAddr = "127.0.0.1:7420"
 
+// DefaultMaxPageBytes is Config.MaxPageBytes's default: what a page of jobs
+// may weigh in args, metadata, results and errors before it ends early.
+const DefaultMaxPageBytes = 16 << 20
+
 // Config configures a Server. Zero values take the defaults in brackets.
 type Config struct {
 	// AdminToken and WorkerToken enable bearer-token auth when either is set: the
@@ -41,6 +45,12 @@ type Config struct {
 	// MaxPayloadBytes bounds a task's output as the client bounds a job's
 	// args + metadata [0 or less: the client's, Client.MaxPayloadBytes].
 	MaxPayloadBytes int
+	// MaxPageBytes ends a page of GET /jobs or GET /dlq early, with a
+	// next_cursor to the rest, where its jobs' args, metadata, results and
+	// errors would weigh more (the first job is always answered) [16 MiB;
+	// 0 or less: the default]. ?limit= alone let a thousand jobs of 1 MiB
+	// args be read, held and encoded at once.
+	MaxPageBytes int
 	// LoopbackHostsOnly refuses a request whose Host is not localhost, a
 	// 127.0.0.0/8 address or [::1]. Set it for a server on a loopback address
 	// without tokens (`drover dev`, `drover server` so run): a web page whose
@@ -138,6 +148,9 @@ func New(client *drover.Client, cfg Config) *Server {
 		// result of a job its client had taken 2 MiB of args for, and a
 		// negative one refused every result.
 		cfg.MaxPayloadBytes = client.MaxPayloadBytes()
+	}
+	if cfg.MaxPageBytes <= 0 {
+		cfg.MaxPageBytes = DefaultMaxPageBytes
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 2*int64(cfg.MaxPayloadBytes) + 64<<10

@@ -22,6 +22,7 @@ var jobTests = []suiteTest{
 	{"InsertManyEmpty", testInsertEmpty},
 	{"ListFilters", testListFilters},
 	{"ListPagination", testListPagination},
+	{"ListMaxBytes", testListMaxBytes},
 	{"DeleteFinished", testDeleteFinished},
 	{"DeleteFinishedBatchInParts", testDeleteFinishedBatch},
 	{"DeleteFinishedPastPurgedJobs", testDeleteFinishedPastPurged},
@@ -212,6 +213,96 @@ func testListFilters(h *harness) {
 		if !slices.Equal(ids(got), tt.want) {
 			h.t.Errorf("JobList %s = %v, want %v", tt.name, ids(got), tt.want)
 		}
+	}
+}
+
+// testListMaxBytes: with MaxBytes a listing ends after the first job that
+// takes the jobs read over it, from the second on (driver.ListFull), and a
+// caller paging with PageFit, as the HTTP API does, sees every job once, in
+// order, each page within its bounds.
+func testListMaxBytes(h *harness) {
+	sizes := []int{1000, 1000, 1000, 5000, 10, 10, 10, 3000, 10, 10}
+	ps := make([]driver.InsertParams, len(sizes))
+	for i, n := range sizes {
+		ps[i] = h.params(func(p *driver.InsertParams) {
+			p.Kind = "list-max-bytes"
+			p.Args = json.RawMessage(`{"s":"` + strings.Repeat("x", n) + `"}`)
+		})
+	}
+	h.mustInsert(ps...)
+	for _, asc := range []bool{true, false} {
+		all, err := h.d.JobList(h.ctx, driver.ListParams{Kind: "list-max-bytes", Ascending: asc})
+		if err != nil || len(all) != len(sizes) {
+			h.t.Fatalf("JobList ascending %v: %d jobs, %v; want %d", asc, len(all), err, len(sizes))
+		}
+		// want is the rule over the full listing's own weights: the drivers
+		// give args back in their own spelling.
+		want := func(limit, maxBytes int) []int64 {
+			bytes := 0
+			for i, j := range all {
+				bytes += driver.JobBytes(j)
+				if i+1 == limit || (i >= 1 && bytes > maxBytes) {
+					return jobIDs(all[:i+1])
+				}
+			}
+			return jobIDs(all)
+		}
+		for _, maxBytes := range []int{1, 999, 1500, 2500, 3500, 9000, 1 << 20} {
+			for _, limit := range []int{0, 3, 100} {
+				p := driver.ListParams{Kind: "list-max-bytes", Ascending: asc, Limit: limit, MaxBytes: maxBytes}
+				got, err := h.d.JobList(h.ctx, p)
+				if err != nil {
+					h.t.Fatalf("JobList(%+v): %v", p, err)
+				}
+				if w := want(limit, maxBytes); !slices.Equal(jobIDs(got), w) {
+					h.t.Errorf("JobList(limit %d, max_bytes %d, ascending %v) = %v, want %v (ends after the job that goes over)",
+						limit, maxBytes, asc, jobIDs(got), w)
+				}
+			}
+		}
+		// Paging as the HTTP API does: Limit+1 jobs asked, PageFit kept.
+		for _, maxBytes := range []int{1, 2500, 4000} {
+			var got []int64
+			p := driver.ListParams{Kind: "list-max-bytes", Ascending: asc, Limit: 4, MaxBytes: maxBytes}
+			for page := 0; ; page++ {
+				if page > len(sizes) {
+					h.t.Fatalf("paging by max_bytes %d (ascending %v) does not end", maxBytes, asc)
+				}
+				js, err := h.d.JobList(h.ctx, p)
+				if err != nil {
+					h.t.Fatalf("JobList(%+v): %v", p, err)
+				}
+				n := driver.PageFit(js, p.Limit-1, maxBytes)
+				if n == 0 && len(js) > 0 {
+					h.t.Fatalf("PageFit kept none of %d jobs", len(js))
+				}
+				weight := 0
+				for _, j := range js[:n] {
+					weight += driver.JobBytes(j)
+				}
+				if n > 1 && weight > maxBytes {
+					h.t.Errorf("a page of %d jobs weighs %d bytes, over max_bytes %d", n, weight, maxBytes)
+				}
+				got = append(got, jobIDs(js[:n])...)
+				if n == len(js) {
+					break // the last page
+				}
+				p.AfterID = js[n-1].ID
+			}
+			if w := jobIDs(all); !slices.Equal(got, w) {
+				h.t.Errorf("pages by max_bytes %d (ascending %v) = %v, want every job once: %v", maxBytes, asc, got, w)
+			}
+		}
+	}
+	// The connection a listing cut short gave up is no loss: the next ones answer.
+	for range 3 {
+		js, err := h.d.JobList(h.ctx, driver.ListParams{Kind: "list-max-bytes", MaxBytes: 1})
+		if err != nil || len(js) != 2 {
+			h.t.Fatalf("JobList after a cut listing: %d jobs, %v; want 2", len(js), err)
+		}
+	}
+	if js, err := h.d.JobList(h.ctx, driver.ListParams{Kind: "list-max-bytes"}); err != nil || len(js) != len(sizes) {
+		h.t.Errorf("JobList after cut listings: %d jobs, %v; want %d", len(js), err, len(sizes))
 	}
 }
 

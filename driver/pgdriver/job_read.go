@@ -31,7 +31,8 @@ func (d *Driver) JobGet(ctx context.Context, id int64) (*driver.Job, error) {
 // (drover_jobs_error_only_when_failed), so the planner can read that index.
 var jobListFailed = queryVariant("JobList", "WHERE (cardinality", "WHERE error IS NOT NULL AND (cardinality")
 
-// JobList implements driver.Driver.
+// JobList implements driver.Driver. With MaxBytes it reads no row past the
+// job that goes over (driver.ListParams).
 func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Job, error) {
 	statuses := make([]string, len(p.Statuses))
 	for i, s := range p.Statuses {
@@ -45,11 +46,27 @@ func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Jo
 	if len(statuses) == 1 && statuses[0] == string(lifecycle.StatusFailed) {
 		query = jobListFailed
 	}
-	rows, err := d.pool.Query(ctx, query, statuses, p.Queue, p.Kind, p.AfterID, limit, p.Ascending)
+	// A listing that MaxBytes ends before its last row cancels its query
+	// rather than read the rest: to keep the connection, pgx would receive
+	// every row still to come and drop it (a thousand jobs of 1 MiB args is
+	// a gigabyte). The connection of a canceled query is closed, and the
+	// pool opens another when it needs one.
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rows, err := d.pool.Query(qctx, query, statuses, p.Queue, p.Kind, p.AfterID, limit, p.Ascending)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	jobs, err := collectJobs(rows)
+	jobs, bytes := []*driver.Job{}, 0
+	err = scanJobRows(rows, func(_ *jobRow, j *driver.Job) bool {
+		jobs = append(jobs, j)
+		bytes += driver.JobBytes(j)
+		if len(jobs) < limit && driver.ListFull(p, len(jobs), bytes) {
+			cancel() // before scanJobRows closes rows
+			return false
+		}
+		return true
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

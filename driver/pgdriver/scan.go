@@ -68,10 +68,11 @@ func ordinalsOnly(rows pgx.Rows, n int) ([]bool, error) {
 // ordinals maps each returned row's input position (the ord column) to its job.
 func ordinals(rows pgx.Rows) (map[int64]*driver.Job, error) {
 	out := map[int64]*driver.Job{}
-	err := scanJobRows(rows, func(r *jobRow, j *driver.Job) {
+	err := scanJobRows(rows, func(r *jobRow, j *driver.Job) bool {
 		if r.Ord != nil {
 			out[*r.Ord] = j
 		}
+		return true
 	})
 	return out, err
 }
@@ -142,8 +143,9 @@ var jobColumns = map[string]func(*jobRow) any{
 // them again for every row, a sixth of the worker's CPU under load). One jobRow
 // is reused for every row: a slice of them, grown by append, was a third of a
 // busy worker's allocated bytes. The jobs, their times and their args come
-// from a slab (see there). Columns jobRow lacks are skipped.
-func scanJobRows(rows pgx.Rows, fn func(*jobRow, *driver.Job)) error {
+// from a slab (see there). Columns jobRow lacks are skipped. fn answers
+// whether to read on: false ends the scan there, without an error.
+func scanJobRows(rows pgx.Rows, fn func(*jobRow, *driver.Job) bool) error {
 	defer rows.Close()
 	fds := rows.FieldDescriptions()
 	var r jobRow
@@ -164,14 +166,16 @@ func scanJobRows(rows pgx.Rows, fn func(*jobRow, *driver.Job)) error {
 		if err != nil {
 			return err
 		}
-		fn(&r, j)
+		if !fn(&r, j) {
+			return nil
+		}
 	}
 	return rows.Err()
 }
 
 func collectJobs(rows pgx.Rows) ([]*driver.Job, error) {
 	out := []*driver.Job{} // empty, not nil, when there are no rows, as before
-	err := scanJobRows(rows, func(_ *jobRow, j *driver.Job) { out = append(out, j) })
+	err := scanJobRows(rows, func(_ *jobRow, j *driver.Job) bool { out = append(out, j); return true })
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,8 @@ func mustGetJob(ctx context.Context, q querier, verb string, id int64) (*driver.
 }
 
 // JobList returns jobs matching the filters, ordered by id (descending unless
-// Ascending), at most Limit (default 100), after AfterID when set.
+// Ascending), at most Limit (default 100), after AfterID when set; with
+// MaxBytes, it steps no further than the job that goes over (ListParams).
 func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Job, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -53,7 +54,12 @@ func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Jo
 	if p.Ascending {
 		name = "JobListAsc"
 	}
-	jobs, err := queryJobs(ctx, d.read, queries.Get(name),
+	bytes := 0
+	full := func(jobs []*driver.Job) bool {
+		bytes += driver.JobBytes(jobs[len(jobs)-1])
+		return driver.ListFull(p, len(jobs), bytes)
+	}
+	jobs, err := queryJobsUntil(ctx, d.read, full, queries.Get(name),
 		sql.Named("statuses", jsonList(p.Statuses)),
 		sql.Named("queue", p.Queue),
 		sql.Named("kind", p.Kind),

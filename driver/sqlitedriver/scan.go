@@ -119,6 +119,12 @@ func (r *jobRow) job() (*driver.Job, error) {
 
 // queryJobs runs a statement that returns job rows.
 func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*driver.Job, error) {
+	return queryJobsUntil(ctx, q, nil, query, args...)
+}
+
+// queryJobsUntil is queryJobs that reads no row after the one for which
+// full, if set, answers true (it is given the jobs read so far).
+func queryJobsUntil(ctx context.Context, q querier, full func([]*driver.Job) bool, query string, args ...any) ([]*driver.Job, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -144,6 +150,9 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*dr
 			return nil, err
 		}
 		jobs = append(jobs, j)
+		if full != nil && full(jobs) {
+			break // rows.Close steps no further
+		}
 	}
 	return jobs, rows.Err()
 }

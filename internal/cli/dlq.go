@@ -58,7 +58,7 @@ func newDLQCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.withClient(cmd.Context(), func(c api) error {
-				jobs, err := c.DLQList(cmd.Context(), queue, after, limit)
+				jobs, more, err := c.DLQList(cmd.Context(), queue, after, limit)
 				if err != nil {
 					return err
 				}
@@ -71,7 +71,7 @@ func newDLQCmd(g *globals) *cobra.Command {
 						ts(j.FinishedAt), truncate(cell(j.Error), 60)}
 				}
 				table(g.stdout, "ID\tKIND\tQUEUE\tATTEMPTS\tFAILED_AT\tERROR", rows)
-				g.morePages(jobs, limit)
+				g.morePages(jobs, more)
 				return nil
 			})
 		},

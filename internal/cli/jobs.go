@@ -139,14 +139,14 @@ func newJobsListCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.withClient(cmd.Context(), func(c api) error {
-				jobs, err := c.List(cmd.Context(), p)
+				jobs, more, err := c.List(cmd.Context(), p)
 				if err != nil {
 					return err
 				}
 				if err := g.printJobs(jobs); err != nil {
 					return err
 				}
-				g.morePages(jobs, limit)
+				g.morePages(jobs, more)
 				return nil
 			})
 		},

@@ -51,14 +51,16 @@ func jobRow(j *drover.Job) []string {
 		ts(&j.RunAt), ts(&j.CreatedAt)}
 }
 
-// morePages tells a person reading a table that filled its page (limit jobs)
-// how to see the next one, on stderr so that the table's lines stay the
-// jobs'; -o json, read by programs that page with --after, gets no hint.
-func (g *globals) morePages(jobs []*drover.Job, limit int) {
-	if g.output == "json" || len(jobs) == 0 || len(jobs) < limit {
+// morePages tells a person reading a table whose page has more after it how
+// to see the next one, on stderr so that the table's lines stay the jobs';
+// -o json, read by programs that page with --after, gets no hint. A page
+// holds fewer than --limit jobs when they are large (localAPI), so a short
+// page does not mean the last.
+func (g *globals) morePages(jobs []*drover.Job, more bool) {
+	if g.output == "json" || len(jobs) == 0 || !more {
 		return
 	}
-	fmt.Fprintf(g.stderr, "(the first %d shown; there may be more: --after %d)\n", len(jobs), jobs[len(jobs)-1].ID)
+	fmt.Fprintf(g.stderr, "(the first %d shown; there are more: --after %d)\n", len(jobs), jobs[len(jobs)-1].ID)
 }
 
 func (g *globals) printJobs(jobs []*drover.Job) error {

@@ -16,22 +16,50 @@ import (
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/lifecycle"
+	"github.com/drover-dev/drover/server"
 )
 
-// api is what the jobs and dlq commands need; *drover.Client provides it over the
+// api is what the jobs and dlq commands need; localAPI provides it over the
 // database and remoteAPI over a server's HTTP API.
 type api interface {
 	Enqueue(ctx context.Context, kind string, args any, opts *drover.EnqueueOpts) (*drover.EnqueueResult, error)
-	List(ctx context.Context, p drover.ListParams) ([]*drover.Job, error)
+	// List and DLQList answer a page of jobs and whether more follow it.
+	List(ctx context.Context, p drover.ListParams) ([]*drover.Job, bool, error)
 	Get(ctx context.Context, id int64) (*drover.Job, error)
 	Events(ctx context.Context, id int64) ([]lifecycle.Event, error)
 	Cancel(ctx context.Context, id int64) (*drover.Job, error)
-	DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, error)
+	DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, bool, error)
 	DLQRequeue(ctx context.Context, id int64) (*drover.Job, error)
 	DLQPurge(ctx context.Context, queue string) (int, error)
 }
 
-var _ api = (*drover.Client)(nil)
+var _ api = localAPI{}
+
+// localAPI is the api over the database: a Client whose listings are pages
+// as the HTTP API answers them, of at most limit jobs and, past the first,
+// server.DefaultMaxPageBytes of args, metadata, results and errors, with
+// whether more follow. A listing of a thousand jobs of 1 MiB args was a
+// gigabyte in the command's memory, and a page the bound cut short, read as
+// "fewer than limit", said there were no more.
+type localAPI struct{ *drover.Client }
+
+func (l localAPI) List(ctx context.Context, p drover.ListParams) ([]*drover.Job, bool, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100 // the driver's default
+	}
+	p.Limit, p.MaxBytes = limit+1, server.DefaultMaxPageBytes
+	jobs, err := l.Client.List(ctx, p)
+	if err != nil {
+		return nil, false, err
+	}
+	n := driver.PageFit(jobs, limit, p.MaxBytes)
+	return jobs[:n], n < len(jobs), nil
+}
+
+func (l localAPI) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, bool, error) {
+	return l.List(ctx, drover.ListParams{Statuses: []lifecycle.Status{lifecycle.StatusFailed}, Queue: queue, AfterID: afterID, Limit: limit})
+}
 
 // remoteAPI talks to `drover server` so operators need no database access.
 type remoteAPI struct {
@@ -210,7 +238,8 @@ func (r *remoteAPI) job(ctx context.Context, method, path string, body any) (*dr
 }
 
 type page struct {
-	Jobs []*drover.Job `json:"jobs"`
+	Jobs       []*drover.Job `json:"jobs"`
+	NextCursor *string       `json:"next_cursor"`
 }
 
 func listQuery(statuses []lifecycle.Status, queue, kind string, after int64, limit int) url.Values {
@@ -236,20 +265,24 @@ func listQuery(statuses []lifecycle.Status, queue, kind string, after int64, lim
 	return q
 }
 
-func (r *remoteAPI) List(ctx context.Context, p drover.ListParams) ([]*drover.Job, error) {
+func (r *remoteAPI) List(ctx context.Context, p drover.ListParams) ([]*drover.Job, bool, error) {
 	return r.list(ctx, "/jobs", listQuery(p.Statuses, p.Queue, p.Kind, p.AfterID, p.Limit))
 }
 
 // list reads a page of jobs, and refuses an answer without its list (a
 // proxy's 200 {}, or "jobs": null; a server answers [] for none), which read
 // as an empty page: "no jobs" printed, exit 0, whatever the server held.
-func (r *remoteAPI) list(ctx context.Context, path string, q url.Values) ([]*drover.Job, error) {
+// The second answer is whether the page has a next_cursor.
+func (r *remoteAPI) list(ctx context.Context, path string, q url.Values) ([]*drover.Job, bool, error) {
 	var out page
 	status, err := r.do(ctx, "GET", path, q, nil, &out)
 	if err == nil && out.Jobs == nil {
 		err = fmt.Errorf("server %s: GET %s answered %d without a jobs list", r.base, path, status)
 	}
-	return out.Jobs, err
+	if err == nil && out.NextCursor != nil && len(out.Jobs) == 0 {
+		err = fmt.Errorf("server %s: GET %s answered %d with a next_cursor and no jobs", r.base, path, status)
+	}
+	return out.Jobs, out.NextCursor != nil, err
 }
 
 func (r *remoteAPI) Get(ctx context.Context, id int64) (*drover.Job, error) {
@@ -274,7 +307,7 @@ func (r *remoteAPI) Cancel(ctx context.Context, id int64) (*drover.Job, error) {
 	return j, err
 }
 
-func (r *remoteAPI) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, error) {
+func (r *remoteAPI) DLQList(ctx context.Context, queue string, afterID int64, limit int) ([]*drover.Job, bool, error) {
 	return r.list(ctx, "/dlq", listQuery(nil, queue, "", afterID, limit))
 }
 

@@ -378,7 +378,7 @@ func (g *globals) withClient(ctx context.Context, fn func(c api) error) error {
 		return err
 	}
 	defer drv.Close()
-	return fn(c)
+	return fn(localAPI{c})
 }
 
 // done prints v as JSON with -o json, else the message for people.
