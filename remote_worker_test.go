@@ -452,7 +452,10 @@ func TestRemoteWorkerOperatorCancel(t *testing.T) {
 		if cause == nil || !strings.Contains(cause.Error(), "canceled by an operator") {
 			t.Errorf("handler's context ended with cause %v, want the operator cancel", cause)
 		}
-		waitFor(t, "the worker to drop the canceled job", func() bool { return w.Stats().LeaseLost.Load() == 1 })
+		waitFor(t, "the worker to drop the canceled job", func() bool { return w.Stats().Canceled.Load() == 1 })
+		if n := w.Stats().LeaseLost.Load(); n != 0 {
+			t.Errorf("Stats().LeaseLost = %d after a cancel, want 0: a cancel is not a lost lease", n)
+		}
 		j := getJob(t, c, id)
 		if j.Status != drover.StatusCanceled || j.Result != nil || j.Error != "" {
 			t.Errorf("canceled job: %s, want canceled with no result and no error", describe(j))

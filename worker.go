@@ -71,6 +71,9 @@ type Worker struct {
 // WorkerStats counts what a worker did since it started.
 type WorkerStats struct {
 	Claimed, Succeeded, Retried, Failed, Snoozed, LeaseLost atomic.Int64
+	// Canceled counts handlers stopped because an operator canceled their
+	// job while it ran. They are not lost leases: nothing went wrong.
+	Canceled atomic.Int64
 	// Abandoned counts handlers given up on after TimeoutGrace; each held its
 	// slot until it returned, and may still be running.
 	Abandoned atomic.Int64
@@ -786,11 +789,15 @@ type Observer interface {
 	// Claimed: n jobs of queue were claimed and started.
 	Claimed(queue string, n int)
 	// Finished: the outcome of job (succeeded, retried, failed or snoozed) was
-	// recorded after it ran for took. A library worker's successes are told
-	// by the goroutine that writes them, batch by batch: one that blocks holds
-	// up every completion of the worker.
+	// recorded after it ran for took; or, with outcome "canceled", an
+	// operator canceled the job while it ran, and its handler was stopped
+	// after took (the cancel is the job's record; the worker writes nothing).
+	// A library worker's successes are told by the goroutine that writes
+	// them, batch by batch: one that blocks holds up every completion of the
+	// worker.
 	Finished(job *Job, outcome string, took time.Duration)
-	// LeaseLost: the job was no longer ours (lease expired, canceled, or a report
-	// was refused as stale).
+	// LeaseLost: the job was no longer ours (the lease expired and the job was
+	// reaped, or a report was refused as stale): something an operator may
+	// want to alert on. A cancel is not one (Finished, "canceled").
 	LeaseLost(job *Job)
 }

@@ -420,7 +420,19 @@ func (x *execution) finish(o outcome) {
 
 	cause := x.releaseContext()
 	switch {
-	case errors.Is(cause, errLeaseLost), errors.Is(cause, errCanceled):
+	case errors.Is(cause, errCanceled):
+		// Canceled by an operator: the job is no longer ours, and whatever we
+		// report would be rejected. Not a lost lease: an alert on those
+		// fired at every cancel.
+		log.Info("handler stopped", "reason", cause)
+		w.stats.Canceled.Add(1)
+		if obs := w.cfg.Observer; obs != nil {
+			took := time.Since(x.began)
+			w.observe(func() { obs.Finished(job, "canceled", took) })
+		}
+		x.done()
+		return
+	case errors.Is(cause, errLeaseLost):
 		// The job is no longer ours: whatever we report would be rejected.
 		log.Info("handler stopped", "reason", cause)
 		w.stats.LeaseLost.Add(1)

@@ -547,6 +547,8 @@ func TestWorkerCancelRunningJob(t *testing.T) {
 		})
 		cfg := fastWorkerConfig(ws)
 		cfg.HeartbeatInterval = 50 * time.Millisecond
+		obs := &outcomes{finished: make(chan string, 4), lost: make(chan int64, 4)}
+		cfg.Observer = obs
 		w := startWorker(t, c, cfg)
 
 		id := enqueue(t, c, "long", nil, nil).ID
@@ -558,10 +560,18 @@ func TestWorkerCancelRunningJob(t *testing.T) {
 		if cause == nil || !strings.Contains(cause.Error(), "canceled") {
 			t.Errorf("handler context cause = %v, want the operator cancel", cause)
 		}
+		// A cancel is not a lost lease (an alert on those fired at every
+		// cancel): the observer hears it as the outcome "canceled".
+		if got := waitChan(t, obs.finished, "the observer to hear of the canceled job"); got != "canceled" {
+			t.Errorf("observer's outcome %q, want canceled", got)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := w.Stop(ctx); err != nil {
 			t.Fatalf("Stop: %v", err)
+		}
+		if n, l := w.Stats().Canceled.Load(), w.Stats().LeaseLost.Load(); n != 1 || l != 0 || len(obs.lost) != 0 {
+			t.Errorf("stats: canceled %d, lease lost %d, observer's lost leases %d; want 1, 0, 0", n, l, len(obs.lost))
 		}
 		j := getJob(t, c, id)
 		if j.Status != drover.StatusCanceled || j.Error != "" || j.Result != nil || len(j.Errors) != 0 {

@@ -37,10 +37,10 @@ func newMetrics(drv driver.Driver) *metrics {
 	}, []string{"queue"})
 	m.completions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "drover_completions_total",
-		Help: "Reported outcomes, by queue and outcome (succeeded, retried, failed, snoozed).",
+		Help: "Reported outcomes, by queue and outcome (succeeded, retried, failed, snoozed; canceled: an embedded worker's handler stopped by a cancel).",
 	}, []string{"queue", "outcome"})
 	m.leaseLosses = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "drover_lease_lost_total", Help: "Heartbeats and reports rejected because the lease was lost.",
+		Name: "drover_lease_lost_total", Help: "Heartbeats and reports rejected because the lease was lost (a canceled job's are not).",
 	})
 	m.handler = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "drover_handler_duration_seconds", Help: "Time from start to reported outcome, by kind and outcome.",
@@ -73,7 +73,7 @@ func newMetrics(drv driver.Driver) *metrics {
 }
 
 // outcomes are drover_completions_total's outcome labels.
-var outcomes = []string{"succeeded", "retried", "failed", "snoozed"}
+var outcomes = []string{"succeeded", "retried", "failed", "snoozed", "canceled"}
 
 func (m *metrics) request(route string, code int, took time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
@@ -128,8 +128,8 @@ var _ drover.Observer = (*Metrics)(nil)
 // Claimed counts n jobs claimed from queue.
 func (x *Metrics) Claimed(queue string, n int) { x.m.claims.WithLabelValues(queue).Add(float64(n)) }
 
-// Finished records the outcome (succeeded, retried, failed, snoozed) of a job that
-// ran for took.
+// Finished records the outcome (succeeded, retried, failed, snoozed, or
+// canceled while it ran) of a job that ran for took.
 func (x *Metrics) Finished(j *drover.Job, outcome string, took time.Duration) {
 	x.m.completions.WithLabelValues(j.Queue, outcome).Inc()
 	x.m.handler.WithLabelValues(j.Kind, outcome).Observe(took.Seconds())
