@@ -162,3 +162,26 @@ func BenchmarkClaimPastScheduledJobs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQueueList lists the queues of 300k jobs in three queues: GET
+// /queues and every scrape of the drover_jobs gauge count them.
+func BenchmarkQueueList(b *testing.B) {
+	d := openBench(b)
+	ctx := context.Background()
+	for i := range 300 {
+		ps := benchParams(1000)
+		for k := range ps {
+			ps[k].Queue = []string{"a", "b", "c"}[(i+k)%3]
+		}
+		if _, err := d.JobInsertMany(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		qs, err := d.QueueList(ctx)
+		if err != nil || len(qs) != 3 {
+			b.Fatalf("QueueList: %d queues, %v", len(qs), err)
+		}
+	}
+}
