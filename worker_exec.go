@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/safedelay"
 )
 
 // outcome is what a handler produced.
@@ -1004,19 +1005,9 @@ func (w *Worker) classify(job *Job, h *kindHandler, err error, stopped bool) (f 
 // backoffOf is backoff's delay after the job's executions, kept within 0 to
 // MaxBackoff (see Backoff), or DefaultBackoff's if backoff panics: a panic
 // there ended the worker's process.
-func (w *Worker) backoffOf(backoff Backoff, job *Job) (d time.Duration) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.log.Error("backoff function panicked; using DefaultBackoff", "job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "panic", r)
-			d = DefaultBackoff(job.Executions)
-		}
-		if d < 0 || d > MaxBackoff {
-			w.log.Warn("backoff function returned a delay out of range; using the nearest of 0 and MaxBackoff",
-				"job", job.ID, "kind", job.Kind, "attempt", job.Attempt, "delay", d, "max", MaxBackoff)
-			d = min(max(d, 0), MaxBackoff)
-		}
-	}()
-	return backoff(job.Executions)
+func (w *Worker) backoffOf(backoff Backoff, job *Job) time.Duration {
+	return safedelay.Of(backoff, DefaultBackoff, job.Executions, MaxBackoff, w.log,
+		"job", job.ID, "kind", job.Kind, "attempt", job.Attempt)
 }
 
 // failureMessage is the error text a failure reports: err's, cleaned (see

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-dev/drover"
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/internal/safedelay"
 )
 
 // Task is a claimed and started job as the worker protocol hands it out.
@@ -385,19 +386,8 @@ func (s *Server) executions(ctx context.Context, f driver.FenceParams) int {
 // job's run_at before its failure, a huge one parked it until 2318), or
 // DefaultBackoff's if it panics: a panic there answered the worker's retry
 // report with a 500, and the job waited for its lease's expiry.
-func (s *Server) backoff(n int) (d time.Duration) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("backoff function panicked; using DefaultBackoff", "executions", n, "panic", r)
-			d = drover.DefaultBackoff(n)
-		}
-		if d < 0 || d > drover.MaxBackoff {
-			s.log.Warn("backoff function returned a delay out of range; using the nearest of 0 and MaxBackoff",
-				"executions", n, "delay", d, "max", drover.MaxBackoff)
-			d = min(max(d, 0), drover.MaxBackoff)
-		}
-	}()
-	return s.cfg.Backoff(n)
+func (s *Server) backoff(n int) time.Duration {
+	return safedelay.Of(s.cfg.Backoff, drover.DefaultBackoff, n, drover.MaxBackoff, s.log, "executions", n)
 }
 
 // detached is a context for database work a request must finish even if its
