@@ -245,11 +245,19 @@ func TestMigrationsDownKeepCompactEvents(t *testing.T) {
 func TestMigration010ChecksRowsFirst(t *testing.T) {
 	f := newFixture(t)
 	migrateTo(t, f.d, 9)
-	j := f.enqueue(nil)
 	// A queued row holding a claim's events: no Drover statement writes it.
-	if _, err := f.d.write.ExecContext(f.ctx, "UPDATE drover_jobs SET claim_seq = 2 WHERE id = ?", j.ID); err != nil {
+	// Written whole here: the driver's statements are the latest schema's
+	// (they keep migration 013's counts).
+	res, err := f.d.write.ExecContext(f.ctx, `INSERT INTO drover_jobs (kind, queue, status, run_at, max_attempts, created_at, claim_seq)
+		VALUES ('k', 'default', 'queued', 0, 3, 0, 2)`)
+	if err != nil {
 		t.Fatal(err)
 	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := struct{ ID int64 }{id}
 	schema := func(when string, wantCheck, wantTrigger int) {
 		t.Helper()
 		var checks, triggers int
@@ -263,7 +271,7 @@ func TestMigration010ChecksRowsFirst(t *testing.T) {
 			t.Errorf("%s: the table's definition holds the check %d times, the trigger %d; want %d and %d", when, checks, triggers, wantCheck, wantTrigger)
 		}
 	}
-	err := f.d.MigrateUp(f.ctx)
+	err = f.d.MigrateUp(f.ctx)
 	if err == nil || !strings.Contains(err.Error(), "drover_jobs_claim_seq_live_holds") {
 		t.Fatalf("MigrateUp over a row that breaks the check: %v; want drover_jobs_claim_seq_live_holds to fail", err)
 	}

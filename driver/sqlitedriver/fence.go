@@ -88,6 +88,9 @@ func applyFencedFrom(ctx context.Context, tx *sql.Tx, p driver.FenceParams, f fe
 		}
 		return nil, driver.Refused(f.verb, p.ID, cur.Status, cur.Attempt, driver.ErrLeaseLost)
 	}
+	if err := moveCount(ctx, tx, after.Queue, from, after.Status); err != nil {
+		return nil, err
+	}
 	if err := kept.writeOut(ctx, tx, p.ID); err != nil {
 		return nil, err
 	}

@@ -54,6 +54,9 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 		if after == nil {
 			return fmt.Errorf("cancel job %d: %w", p.ID, driver.ErrInvalidTransition)
 		}
+		if err := moveCount(ctx, tx, after.Queue, before.Status, after.Status); err != nil {
+			return err
+		}
 		if err := kept.writeOut(ctx, tx, p.ID); err != nil {
 			return err
 		}

@@ -103,11 +103,13 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 	}
 	jobs := make([]*driver.Job, 0, len(claimed))
 	evs := make([]any, 0, 3*len(claimed))
+	moved := counts{}
 	for i, c := range cands {
 		j := byID[c.id]
 		if j == nil {
 			continue // cannot happen under the write lock; skip rather than fail the batch
 		}
+		moved.move(j.Queue, lifecycle.Status(c.status), status)
 		// What ClaimJobs set and so does not answer (queries/claim.sql).
 		j.Status, j.Owner, j.LeaseToken = status, p.Owner, tokens[i]
 		l := lease
@@ -121,6 +123,9 @@ func claimJobs(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, cands []ca
 			continue // its row holds the events (ClaimJobs)
 		}
 		evs = append(evs, j.ID, c.status, string(t.Event))
+	}
+	if err := moved.write(ctx, tx); err != nil {
+		return nil, fmt.Errorf("claim %d jobs: %w", len(jobs), err)
 	}
 	if len(evs) == 0 {
 		return jobs, nil

@@ -178,18 +178,27 @@ func applySet(ctx context.Context, tx *sql.Tx, params []driver.FenceParams, out 
 		}
 	}
 	update := batchStmt{name: set.update, cols: 6, idsOnly: set.idsOnly}
+	c := counts{}
 	if set.idsOnly {
-		ids, err := update.queryIDs(ctx, tx, vals)
-		for _, id := range ids {
-			moved[pos[id]] = true
+		ids, queues, err := update.queryIDs(ctx, tx, vals)
+		if err != nil {
+			return nil, nil, err
 		}
-		return done, moved, err
+		for i, id := range ids {
+			moved[pos[id]] = true
+			c.move(queues[i], set.from, set.to)
+		}
+		return done, moved, c.write(ctx, tx)
 	}
 	jobs, err := update.queryJobs(ctx, tx, vals)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, j := range jobs {
 		done[pos[j.ID]], moved[pos[j.ID]] = j, true
+		c.move(j.Queue, set.from, set.to)
 	}
-	return done, moved, err
+	return done, moved, c.write(ctx, tx)
 }
 
 // isFenceError reports an error that rejects one call without harming the

@@ -148,6 +148,15 @@ func insertMany(ctx context.Context, tx *sql.Tx, params []driver.InsertParams, n
 	if k != len(inserted) {
 		return nil, fmt.Errorf("insert %d jobs: %d rows came back for %d inserted", len(params), len(inserted), k)
 	}
+	added := counts{}
+	for _, r := range results {
+		if !r.Existing {
+			added.add(r.Job.Queue, r.Job.Status, 1)
+		}
+	}
+	if err := added.write(ctx, tx); err != nil {
+		return nil, fmt.Errorf("insert %d jobs: %w", len(params), err)
+	}
 	// Read existing jobs after the insert: a key first used earlier in this
 	// batch names a job inserted above.
 	for i := range results {

@@ -140,6 +140,9 @@ func reapOne(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (*dr
 	if after == nil {
 		return nil, fmt.Errorf("reap job %d: stalled row vanished", j.ID)
 	}
+	if err := moveCount(ctx, tx, after.Queue, j.Status, after.Status); err != nil { // by way of stalled
+		return nil, err
+	}
 	if err := appendEvent(ctx, tx, lifecycle.OpRequeue, lifecycle.StatusStalled, after, now, actorEngine, ""); err != nil {
 		return nil, err
 	}

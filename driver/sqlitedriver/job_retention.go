@@ -213,10 +213,29 @@ func deleteJobs(ctx context.Context, tx *sql.Tx, ids []int64) (int, error) {
 	if _, err := tx.ExecContext(ctx, queries.Get("EventsDelete"), list); err != nil {
 		return 0, fmt.Errorf("delete events: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, queries.Get("JobsDelete"), list)
+	n, gone, err := deleteRows(ctx, tx, list)
 	if err != nil {
 		return 0, fmt.Errorf("delete jobs: %w", err)
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	return n, gone.write(ctx, tx)
+}
+
+// deleteRows runs JobsDelete and answers how many jobs it deleted and what
+// that took from the counts.
+func deleteRows(ctx context.Context, tx *sql.Tx, list sql.NamedArg) (int, counts, error) {
+	rows, err := tx.QueryContext(ctx, queries.Get("JobsDelete"), list)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	n, gone := 0, counts{}
+	for rows.Next() {
+		var queue, status string
+		if err := rows.Scan(&queue, &status); err != nil {
+			return 0, nil, err
+		}
+		gone.add(queue, lifecycle.Status(status), -1)
+		n++
+	}
+	return n, gone, rows.Err()
 }

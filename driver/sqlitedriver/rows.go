@@ -31,7 +31,7 @@ type batchStmt struct {
 	name    string // query name in queries/*.sql
 	cols    int    // values per row
 	scalars []any  // the ? before the rows, the same for every chunk
-	idsOnly bool   // the statement's RETURNING * answers id only
+	idsOnly bool   // the statement's RETURNING * answers id and queue only
 }
 
 // chunkedQueries caches the text of each (query, chunk size), built once.
@@ -60,7 +60,7 @@ func (s batchStmt) text(rows int) string {
 		if strings.Count(q, "RETURNING *") != 1 {
 			panic(fmt.Sprintf("sqlitedriver: query %s needs one RETURNING * to answer ids only", s.name))
 		}
-		q = strings.Replace(q, "RETURNING *", "RETURNING id", 1)
+		q = strings.Replace(q, "RETURNING *", "RETURNING id, queue", 1)
 	}
 	chunkedQueries.Store(key, q)
 	return q
@@ -136,10 +136,9 @@ func (s batchStmt) queryJobs(ctx context.Context, tx *sql.Tx, vals []any) ([]*dr
 }
 
 // queryIDs runs an idsOnly statement over every row of vals and returns the
-// ids of all chunks.
-func (s batchStmt) queryIDs(ctx context.Context, tx *sql.Tx, vals []any) ([]int64, error) {
-	var ids []int64
-	err := s.chunks(vals, func(q string, args []any) error {
+// ids of all chunks, and their jobs' queues (for the counts).
+func (s batchStmt) queryIDs(ctx context.Context, tx *sql.Tx, vals []any) (ids []int64, queues []string, err error) {
+	err = s.chunks(vals, func(q string, args []any) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -147,12 +146,13 @@ func (s batchStmt) queryIDs(ctx context.Context, tx *sql.Tx, vals []any) ([]int6
 		defer rows.Close()
 		for rows.Next() {
 			var id int64
-			if err := rows.Scan(&id); err != nil {
+			var queue string
+			if err := rows.Scan(&id, &queue); err != nil {
 				return err
 			}
-			ids = append(ids, id)
+			ids, queues = append(ids, id), append(queues, queue)
 		}
 		return rows.Err()
 	})
-	return ids, err
+	return ids, queues, err
 }

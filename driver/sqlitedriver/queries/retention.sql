@@ -18,7 +18,9 @@ ORDER BY id;
 DELETE FROM drover_job_events WHERE job_id IN (SELECT value FROM json_each(:ids));
 
 -- name: JobsDelete
-DELETE FROM drover_jobs WHERE id IN (SELECT value FROM json_each(:ids));
+-- What it deleted, for the counts (counts.go).
+DELETE FROM drover_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+RETURNING queue, status;
 
 -- name: JobDLQRetry
 -- The job an earlier requeue of failed job :id created (drover_jobs_retry_of_idx).
