@@ -46,7 +46,7 @@ func (c counts) write(ctx context.Context, tx *sql.Tx) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	sort.Slice(keys, func(i, j int) bool { // the same text for the same changes
+	sort.Slice(keys, func(i, j int) bool { // in one order, whatever the map's
 		if keys[i].queue != keys[j].queue {
 			return keys[i].queue < keys[j].queue
 		}
