@@ -12,6 +12,9 @@ func JobBytes(j *Job) int {
 	return n
 }
 
+// DefaultListLimit is the jobs a listing answers when ListParams.Limit is 0.
+const DefaultListLimit = 100
+
 // ListFull reports whether a listing of p that has read n jobs weighing
 // bytes (JobBytes) in all has read enough: Limit jobs (0: 100), or, with
 // MaxBytes, two or more jobs weighing more than MaxBytes. A driver reads no
@@ -19,7 +22,7 @@ func JobBytes(j *Job) int {
 func ListFull(p ListParams, n, bytes int) bool {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = 100
+		limit = DefaultListLimit
 	}
 	return n >= limit || (p.MaxBytes > 0 && n >= 2 && bytes > p.MaxBytes)
 }

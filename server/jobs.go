@@ -212,7 +212,7 @@ func listParams(r *http.Request, statuses bool) (driver.ListParams, error) {
 	if err != nil {
 		return driver.ListParams{}, err
 	}
-	p := driver.ListParams{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: 100}
+	p := driver.ListParams{Queue: q.Get("queue"), Kind: q.Get("kind"), Limit: driver.DefaultListLimit}
 	for _, s := range strings.Split(strings.Join(q["status"], ","), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue

@@ -40,7 +40,7 @@ func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Jo
 	}
 	limit := p.Limit
 	if limit <= 0 {
-		limit = 100
+		limit = driver.DefaultListLimit
 	}
 	query := queries.Get("JobList")
 	if len(statuses) == 1 && statuses[0] == string(lifecycle.StatusFailed) {

@@ -48,7 +48,7 @@ func mustGetJob(ctx context.Context, q querier, verb string, id int64) (*driver.
 func (d *Driver) JobList(ctx context.Context, p driver.ListParams) ([]*driver.Job, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = 100
+		limit = driver.DefaultListLimit
 	}
 	name := "JobListDesc"
 	if p.Ascending {

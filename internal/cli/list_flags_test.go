@@ -27,12 +27,7 @@ func TestListFlagsRepeated(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			db := testdb.URL(t, kind)
-			drv := testdb.OpenURL(t, kind, db)
-			c, err := drover.NewClient(drv, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, drv, c := migratedClient(t, kind)
 			ctx := context.Background()
 			var queued, failed, canceled []int64
 			for i, q := range []string{"a", "b", "a", "b", "a", "b"} {

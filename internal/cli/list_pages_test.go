@@ -12,15 +12,16 @@ import (
 	"testing"
 
 	"github.com/drover-dev/drover"
+	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/internal/testdb"
 	"github.com/drover-dev/drover/server"
 )
 
 // TestListPagesOfLargeJobs: jobs list and dlq list on the database, and jobs
-// list through a server (dlq list shares its reading of a page), answer pages bounded in bytes of args as well as by
-// --limit (server.DefaultMaxPageBytes on the database, the server's
-// MaxPageBytes through it), where --limit 1000 read a thousand jobs of ~1 MiB
-// at once. They say when more follow and how to see them, also on a page
+// list through a server (dlq list shares its reading of a page), answer pages
+// bounded in bytes of args as well as by --limit (server.DefaultMaxPageBytes
+// on the database, the server's MaxPageBytes through it), where --limit 1000
+// read a thousand jobs of ~1 MiB at once. They say when more follow and how to see them, also on a page
 // shorter than --limit, and say nothing on the last. Paging with --after
 // shows every job once.
 func TestListPagesOfLargeJobs(t *testing.T) {
@@ -28,12 +29,7 @@ func TestListPagesOfLargeJobs(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			db := testdb.URL(t, kind)
-			drv := testdb.OpenURL(t, kind, db)
-			c, err := drover.NewClient(drv, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, drv, c := migratedClient(t, kind)
 			// Big jobs, 18 MiB of args in all, failed, for the database's
 			// bound; small ones, 1 MiB in all, for a server's of 250 KiB
 			// (through a server every byte is JSON twice, slow under -race).
@@ -118,4 +114,17 @@ func tableIDs(t *testing.T, table string) []int64 {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// migratedClient opens a fresh database of kind, migrated, and a client on
+// it: its URL for the command's --database-url, its driver and the client.
+func migratedClient(t *testing.T, kind string) (string, driver.Driver, *drover.Client) {
+	t.Helper()
+	db := testdb.URL(t, kind)
+	drv := testdb.OpenURL(t, kind, db)
+	c, err := drover.NewClient(drv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, drv, c
 }

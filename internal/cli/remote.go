@@ -46,7 +46,7 @@ type localAPI struct{ *drover.Client }
 func (l localAPI) List(ctx context.Context, p drover.ListParams) ([]*drover.Job, bool, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = 100 // the driver's default
+		limit = driver.DefaultListLimit
 	}
 	p.Limit, p.MaxBytes = limit+1, server.DefaultMaxPageBytes
 	jobs, err := l.Client.List(ctx, p)
