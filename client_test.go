@@ -610,6 +610,8 @@ func TestListFiltersRefusedNamingTheField(t *testing.T) {
 		wantInvalid(t, err, "limit")
 		_, err = c.List(ctx, drover.ListParams{AfterID: -5})
 		wantInvalid(t, err, "after_id")
+		_, err = c.List(ctx, drover.ListParams{MaxBytes: -1})
+		wantInvalid(t, err, "max_bytes")
 		_, err = c.DLQList(ctx, "emails ", 0, 0)
 		wantInvalid(t, err, "queue")
 		_, err = c.DLQList(ctx, "", -1, 0)
