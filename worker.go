@@ -260,6 +260,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	forward := func(sub <-chan string) {
 		for q := range sub {
+			if id, ok := driver.WakeupCanceled(q); ok {
+				w.running.poke(id)
+				continue
+			}
 			for name, qw := range wakes {
 				if q == "" || q == name {
 					qw.signal()
@@ -473,6 +477,23 @@ func (r *runningJobs) remove(x *execution) {
 	}
 	x.prev, x.next = nil, nil
 	r.mu.Unlock()
+}
+
+// poke has every execution of job id check its lease now rather than at its
+// next heartbeat (execution.poke): the job was canceled
+// (driver.CanceledWakeup). A walk of the jobs running, as a cancel is rare.
+func (r *runningJobs) poke(id int64) {
+	r.mu.Lock()
+	var found []*execution
+	for x := r.head; x != nil; x = x.next {
+		if x.job.ID == id {
+			found = append(found, x)
+		}
+	}
+	r.mu.Unlock()
+	for _, x := range found {
+		x.poke()
+	}
 }
 
 // stop cancels the context of every execution, and of every one added later,

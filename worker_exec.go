@@ -172,7 +172,8 @@ type execution struct {
 	giveUpAt   time.Time // zero: none (no timeout, and the context has not ended)
 	hbQuit     chan struct{}
 	hbDone     chan struct{}
-	prev, next *execution // in w.running
+	hbPoke     chan struct{} // a heartbeat now, please (poke)
+	prev, next *execution    // in w.running
 
 	// graceLease is the shortest lease the job was held under, the claim's
 	// or one a heartbeat renewed it for (a server set to another lease): the
@@ -324,7 +325,7 @@ func (x *execution) tick() {
 	startHB := !x.hbAt.IsZero() && !now.Before(x.hbAt)
 	if startHB {
 		x.hbAt = time.Time{}
-		x.hbQuit, x.hbDone = make(chan struct{}), make(chan struct{})
+		x.hbQuit, x.hbDone, x.hbPoke = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 	}
 	giveUp := !x.giveUpAt.IsZero() && !now.Before(x.giveUpAt)
 	if giveUp {
@@ -333,7 +334,7 @@ func (x *execution) tick() {
 	if !x.hbAt.IsZero() || !x.giveUpAt.IsZero() {
 		x.timer.Reset(x.nextDue(now))
 	}
-	quit, done := x.hbQuit, x.hbDone
+	quit, done, poke := x.hbQuit, x.hbDone, x.hbPoke
 	x.mu.Unlock()
 	if giveUp {
 		if startHB {
@@ -344,7 +345,32 @@ func (x *execution) tick() {
 	}
 	if startHB {
 		defer close(done)
-		x.w.heartbeat(jobLog{x.w.log, x.job}, x.fence, x.end, x.leased, quit, x.group.leaseFrom, x.lease)
+		x.w.heartbeat(jobLog{x.w.log, x.job}, x.fence, x.end, x.leased, quit, poke, x.group.leaseFrom, x.lease)
+	}
+}
+
+// poke has the job's lease checked now, not at its next heartbeat: the job
+// was canceled (runningJobs.poke). The heartbeat loop, started now if it had
+// not started yet, sends a heartbeat at once, whose answer says whether the
+// job was canceled, and ends the handler if it was. A poke of a job that was
+// not canceled costs a heartbeat.
+func (x *execution) poke() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.timerDone {
+		return
+	}
+	if !x.hbAt.IsZero() { // the loop has not started: start it now
+		now := time.Now()
+		x.hbAt = now
+		if x.timer != nil { // else runTask makes it with hbAt
+			x.timer.Reset(x.nextDue(now))
+		}
+		return
+	}
+	select {
+	case x.hbPoke <- struct{}{}:
+	default: // one is asked for already
 	}
 }
 
@@ -675,7 +701,8 @@ func (j jobLog) Error(msg string, args ...any) { j.log(slog.LevelError, msg, arg
 // runtime.Goexit instead of returning.
 var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of returning")
 
-// heartbeat extends the lease now and every HeartbeatInterval until stop closes.
+// heartbeat extends the lease now and every HeartbeatInterval until stop
+// closes, and at once when poke receives (a cancel's wake-up, see poke).
 // It cancels the handler (end) when the job was canceled, when the lease is
 // lost, and when heartbeats kept failing: before the lease last known good
 // would expire (leaseFrom, the time the claim was sent, at first; then the
@@ -689,7 +716,7 @@ var errHandlerGoexit = errors.New("handler called runtime.Goexit instead of retu
 // A server may answer a heartbeat with the lease's length (a remote worker's
 // lease is the server's): the loop paces itself, and gives up, by that, and
 // tells leased, which fits the handler's grace to it.
-func (w *Worker) heartbeat(log jobLog, fence driver.FenceParams, end func(cause error, by time.Time), leased func(time.Duration), stop <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
+func (w *Worker) heartbeat(log jobLog, fence driver.FenceParams, end func(cause error, by time.Time), leased func(time.Duration), stop, poke <-chan struct{}, leaseFrom time.Time, lease time.Duration) {
 	interval, margin := w.heartbeatTiming(lease)
 	renewed := leaseFrom // the lease runs at least until renewed + lease
 	giveUp := renewed.Add(lease - w.giveUpLead(lease, interval, margin))
@@ -711,6 +738,7 @@ func (w *Worker) heartbeat(log jobLog, fence driver.FenceParams, end func(cause 
 				lost()
 				return
 			case <-t.C:
+			case <-poke:
 			}
 		}
 		sent := time.Now()

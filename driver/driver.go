@@ -111,7 +111,9 @@ type Driver interface {
 	// (executions-1) so a snooze does not use up max_attempts.
 	JobSnooze(ctx context.Context, params SnoozeParams) (*Job, error)
 	// JobCancel moves any non-terminal job to canceled, clearing its lease.
-	// Terminal → ErrInvalidTransition.
+	// Terminal → ErrInvalidTransition. Once it commits, a job that has been
+	// claimed (attempt > 0) is named to the wake-up subscribers
+	// (CanceledWakeup), so that a worker running it stops it at once.
 	JobCancel(ctx context.Context, params CancelParams) (*Job, error)
 
 	// JobReapExpired is the lease reaper: every claimed or running job whose
@@ -161,7 +163,9 @@ type Driver interface {
 	// Wake-ups are only pointers: losing or repeating one never loses or doubles work.
 	WakeupPublish(ctx context.Context, queues []string) error
 	// WakeupSubscribe returns a channel that receives queue names until ctx ends
-	// or the driver is closed, and is then closed.
+	// or the driver is closed, and is then closed. It also receives, from
+	// JobCancel, the CanceledWakeup of a job canceled after a claim, which
+	// names no queue.
 	// Delivery is best effort; receivers must also poll.
 	WakeupSubscribe(ctx context.Context) (<-chan string, error)
 

@@ -20,6 +20,7 @@ var wakeupTests = []suiteTest{
 	{"InsertWakesItsQueue", testInsertWakes},
 	{"RetryOrSnoozeDueNowWakesItsQueue", testRetrySnoozeWakes},
 	{"ResumeWakesItsQueue", testResumeWakes},
+	{"CancelNamesAClaimedJob", testCancelNamesAClaimedJob},
 }
 
 // driverTests cover the driver's housekeeping calls.
@@ -277,6 +278,45 @@ func testResumeWakes(h *harness) {
 	w.await("resumed", false, "probe")
 	w.publish("marker")
 	w.await("marker", false, "probe")
+}
+
+// testCancelNamesAClaimedJob: a cancel of a job that has been claimed names
+// it to the wake-up subscribers (driver.CanceledWakeup), so that a worker
+// running it stops it at once rather than at its next heartbeat; a cancel of
+// a job never claimed names none, and neither does a repeat of a cancel. The
+// three are sent in that order, and a subscriber hears them in it
+// (PostgreSQL delivers notifications in commit order), so the running job's
+// being heard after the others says neither of them was sent.
+func testCancelNamesAClaimedJob(h *harness) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	w := h.watchWakeups(ctx)
+	w.publish("probe")
+	w.await("probe", true)
+	queued := h.mustEnqueue(func(p *driver.InsertParams) { p.Queue = "canceled" })
+	running := h.runningJob(func(p *driver.InsertParams) { p.Queue = "canceled" })
+	twice := h.runningJob(func(p *driver.InsertParams) { p.Queue = "canceled" })
+	w.await("canceled", false, "probe") // the inserts' wake-ups
+	cancelJob := func(j *driver.Job, requestID string) {
+		h.t.Helper()
+		if _, err := h.d.JobCancel(h.ctx, driver.CancelParams{ID: j.ID, RequestID: requestID, Actor: "operator", Now: h.at(2 * time.Second)}); err != nil {
+			h.t.Fatalf("JobCancel of job %d (%s): %v", j.ID, j.Status, err)
+		}
+	}
+	cancelJob(twice, "cancel-twice")
+	w.await(driver.CanceledWakeup(twice.ID), false, "probe", "canceled")
+	cancelJob(queued, "")
+	cancelJob(twice, "cancel-twice") // a repeat: the job was canceled already
+	cancelJob(running, "")
+	w.await(driver.CanceledWakeup(running.ID), false, "probe", "canceled")
+	if id, ok := driver.WakeupCanceled(driver.CanceledWakeup(running.ID)); !ok || id != running.ID {
+		h.t.Errorf("WakeupCanceled(CanceledWakeup(%d)) = %d, %v", running.ID, id, ok)
+	}
+	for _, q := range []string{"", "canceled", "!canceled:", "!canceled:x", "!canceled:-1", "!canceled:0"} {
+		if id, ok := driver.WakeupCanceled(q); ok {
+			h.t.Errorf("WakeupCanceled(%q) = %d, true; want false", q, id)
+		}
+	}
 }
 
 func testDriverBasics(h *harness) {

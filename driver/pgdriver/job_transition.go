@@ -895,9 +895,20 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 	}
 	if j != nil {
+		d.wakeCanceled(ctx, j)
 		return j, nil
 	}
 	return d.diagnose(ctx, d.pool, callOf("cancel"), p.ID, p.RequestID, 0, driver.ErrInvalidTransition)
+}
+
+// wakeCanceled names a job a cancel ended to the wake-up subscribers, if it
+// was ever claimed: a worker that runs it then stops it at once, not at its
+// next heartbeat (driver.CanceledWakeup). Best effort, as every wake-up: a
+// NOTIFY that fails leaves the heartbeat to tell it.
+func (d *Driver) wakeCanceled(ctx context.Context, j *driver.Job) {
+	if j.Attempt > 0 && !j.Replayed {
+		_ = d.WakeupPublish(ctx, []string{driver.CanceledWakeup(j.ID)})
+	}
 }
 
 // cancelLocked runs JobCancel's statement in a transaction that has locked

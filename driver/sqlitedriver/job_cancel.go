@@ -69,5 +69,11 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 	if err != nil {
 		return nil, err
 	}
+	if j.Attempt > 0 && !j.Replayed {
+		// A worker of this process that runs it stops it at once
+		// (driver.CanceledWakeup); one of another process, at its next
+		// heartbeat.
+		d.wake.publish([]string{driver.CanceledWakeup(j.ID)})
+	}
 	return j, nil
 }
