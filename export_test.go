@@ -13,3 +13,7 @@ func SetClaimWithoutIDFor(t testing.TB, d time.Duration) {
 	claimWithoutIDFor = d
 	t.Cleanup(func() { claimWithoutIDFor = old })
 }
+
+// Draining reports whether w's Stop has begun: it claims no more, and waits
+// for its jobs.
+func Draining(w *Worker) bool { return w.draining.Load() }

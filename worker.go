@@ -55,9 +55,9 @@ type Worker struct {
 	started      bool
 	stopped      bool                    // Stop was called; a later Stop waits for it (stopDone)
 	stopDone     chan struct{}           // closed when the first Stop has stopped the worker
-	cancelClaims context.CancelFunc      // stops claiming and the wake-up subscription
+	cancelClaims context.CancelFunc      // stops claiming and the NATS wake-ups
 	cancelJobs   context.CancelCauseFunc // cancels claims under way (hard stop); see hardStop
-	jobsCtx      context.Context         // of claims; ends at the hard stop
+	jobsCtx      context.Context         // of claims and the backend's wake-ups; ends at the hard stop, and at Stop's end
 	jobsBase     context.Context         // Start's context's values, never canceled: of handler contexts
 	running      runningJobs             // executions whose outcome is not yet written
 	producers    sync.WaitGroup          // claim loops
@@ -271,11 +271,14 @@ func (w *Worker) Start(ctx context.Context) error {
 			}
 		}
 	}
-	if sub, err := w.be.wakeups(claimCtx); err != nil {
+	// Subscribed until Stop has ended every job (jobsCtx), not only the
+	// claims: a job canceled while Stop waits for it to finish hears of it
+	// at once too.
+	if sub, err := w.be.wakeups(w.jobsCtx); err != nil {
 		// Tried again until it succeeds: a worker that started while the
 		// database restarted polled, and only polled, for the rest of its life.
 		w.log.Warn("wake-ups unavailable; polling until they can be subscribed to", "err", err)
-		go w.subscribeLater(claimCtx, wakes, forward)
+		go w.subscribeLater(w.jobsCtx, wakes, forward)
 	} else if sub != nil {
 		go forward(sub)
 	}

@@ -75,8 +75,77 @@ func (b *httpBackend) check(ctx context.Context) error {
 	return nil
 }
 
-// wakeups: none; the long-poll of claim is the wake-up.
-func (b *httpBackend) wakeups(context.Context) (<-chan string, error) { return nil, nil }
+// wakeups: a queue's is the long poll of claim; the jobs canceled come from
+// a long poll of task-cancels (watchCancels), each as its CanceledWakeup, as
+// long as the claim's (RemoteConfig.WaitSeconds). A worker that does not
+// long-poll (WaitSeconds < 0) asks for none: its handlers hear of a cancel
+// at their next heartbeat.
+func (b *httpBackend) wakeups(ctx context.Context) (<-chan string, error) {
+	if b.wait <= 0 {
+		return nil, nil
+	}
+	ch := make(chan string, 64)
+	go b.watchCancels(ctx, ch)
+	return ch, nil
+}
+
+// watchCancels long-polls the server's task-cancels until ctx ends, and sends
+// the CanceledWakeup of each job it answers: the worker heartbeats a job it
+// runs of those at once, and a canceled one's handler stops (runningJobs.poke).
+// A server older than the endpoint (404, 405) is asked no more: its workers'
+// handlers hear of a cancel at their next heartbeat, as before. A failure, or
+// an empty answer within a second (a server shutting down; a proxy answering
+// for it), is followed by a wait, doubled each time up to 30 s, so that a
+// server that answers at once is not asked in a loop.
+func (b *httpBackend) watchCancels(ctx context.Context, ch chan<- string) {
+	defer close(ch)
+	const path = "/internal/task-cancels"
+	backoff := time.Second
+	for ctx.Err() == nil {
+		var resp struct {
+			TaskIDs *[]int64 `json:"task_ids"`
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, b.wait+b.w.cfg.LeaseDuration)
+		err := b.post(rctx, path, struct {
+			WaitSeconds float64 `json:"wait_seconds"`
+		}{b.wait.Seconds()}, &resp)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if re := (*RemoteError)(nil); errors.As(err, &re) && (re.Status == http.StatusNotFound || re.Status == http.StatusMethodNotAllowed) {
+			b.w.log.Info("the server does not send cancels (it predates them); a canceled job's handler stops at its next heartbeat",
+				"status", re.Status)
+			return
+		}
+		if err == nil && resp.TaskIDs == nil {
+			err = fmt.Errorf("POST %s: the 200 answer has no task_ids: not a server's answer", path)
+		}
+		if err == nil {
+			for _, id := range *resp.TaskIDs {
+				select {
+				case ch <- driver.CanceledWakeup(id):
+				default: // the worker is behind: it hears of it at the heartbeat
+				}
+			}
+			if len(*resp.TaskIDs) > 0 || time.Since(sent) >= time.Second {
+				backoff = time.Second
+				continue
+			}
+		} else {
+			b.w.log.Debug("waiting for cancels failed; trying again", "err", err, "in", backoff)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
 
 type remoteTask struct {
 	TaskID         int64           `json:"task_id"`

@@ -82,6 +82,25 @@ type claimRequest struct {
 	ReplayOnly *bool `json:"replay_only"`
 }
 
+// waitOf is a long poll's wait_seconds as a duration: none if absent, and
+// cut to MaxWait. A longer wait is cut, not refused, as a long poll may end
+// early anyway: refused, every claim of a worker that asked for more
+// (RemoteConfig.WaitSeconds 61 against the default 60 s, which drover server
+// does not let an operator raise) failed, and it ran no job.
+func (s *Server) waitOf(seconds *float64) (time.Duration, error) {
+	if seconds == nil {
+		return 0, nil
+	}
+	ws := *seconds
+	if ws < 0 || math.IsNaN(ws) {
+		return 0, driver.Invalid("wait_seconds", "%v, must be 0 or more", ws)
+	}
+	if ws >= s.cfg.MaxWait.Seconds() {
+		return s.cfg.MaxWait, nil
+	}
+	return time.Duration(ws * float64(time.Second)), nil
+}
+
 // maxClaimQueues bounds the queues one task-claim names.
 const maxClaimQueues = 100
 
@@ -145,20 +164,9 @@ func (s *Server) taskClaim(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.Limit = *req.Limit
 	}
-	var wait time.Duration
-	if req.WaitSeconds != nil {
-		ws := *req.WaitSeconds
-		if ws < 0 || math.IsNaN(ws) {
-			return driver.Invalid("wait_seconds", "%v, must be 0 or more", ws)
-		}
-		// A longer wait is cut to MaxWait, as a long poll may end early
-		// anyway: refused, every claim of a worker that asked for more
-		// (RemoteConfig.WaitSeconds 61 against the default 60 s, which drover
-		// server does not let an operator raise) failed, and it ran no job.
-		wait = s.cfg.MaxWait
-		if ws < wait.Seconds() {
-			wait = time.Duration(ws * float64(time.Second))
-		}
+	wait, err := s.waitOf(req.WaitSeconds)
+	if err != nil {
+		return err
 	}
 	ctx := r.Context()
 	// A worker that left while its claim ran gets nothing: the claim rolls
@@ -478,6 +486,53 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		seconds = &sec
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"lease_expires_at": expires, "lease_seconds": seconds, "cancel_requested": res.CancelRequested})
+	return nil
+}
+
+type cancelsRequest struct {
+	WaitSeconds *float64 `json:"wait_seconds"`
+}
+
+// taskCancels answers the ids of the jobs canceled after a claim while it
+// waits (up to wait_seconds, cut to MaxWait), as soon as there is one, or
+// none when the wait ends: a remote worker that runs one of them checks its
+// lease at once, and its handler stops, where its next heartbeat may be ten
+// seconds away. It is a pointer, as every wake-up: a cancel made between two
+// of a worker's long polls, or on a replica whose wake-ups do not reach this
+// server (SQLite's reach only its own process), is heard at the heartbeat.
+func (s *Server) taskCancels(w http.ResponseWriter, r *http.Request) error {
+	var req cancelsRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	wait, err := s.waitOf(req.WaitSeconds)
+	if err != nil {
+		return err
+	}
+	canceled, stop := s.wake.subscribeCanceled()
+	defer stop()
+	ids := []int64{}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case id := <-canceled:
+		ids = append(ids, id)
+		for more := true; more; { // and those canceled with it
+			select {
+			case id := <-canceled:
+				if !slices.Contains(ids, id) {
+					ids = append(ids, id)
+				}
+			default:
+				more = false
+			}
+		}
+	case <-t.C:
+	case <-r.Context().Done():
+	case <-shuttingDown(r.Context()):
+	case <-s.wake.ctx.Done(): // Server.Close
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_ids": ids})
 	return nil
 }
 

@@ -214,6 +214,7 @@ func (s *Server) register() []route {
 
 	handle("POST", "/internal/task-claim", scopeWorker, s.taskClaim)
 	handle("POST", "/internal/heartbeat", scopeWorker, s.heartbeat)
+	handle("POST", "/internal/task-cancels", scopeWorker, s.taskCancels)
 	handle("POST", "/internal/task-complete", scopeWorker, s.taskComplete)
 
 	// The standard mux answers unknown paths and wrong methods in plain text; these

@@ -10,7 +10,8 @@ import (
 )
 
 // wakeHub shares one driver wake-up subscription among long-polling task-claims,
-// waking those that wait on the queue named. It subscribes lazily, on the first
+// waking those that wait on the queue named, and task-cancels, which it tells
+// the jobs a cancel named (driver.CanceledWakeup). It subscribes lazily, on the first
 // waiter, and resubscribes if the subscription ends; each time it has
 // subscribed it wakes every waiter once, for what was sent before it listened.
 type wakeHub struct {
@@ -27,7 +28,15 @@ type wakeHub struct {
 type waiter struct {
 	queues map[string]bool
 	ch     chan struct{}
+	// canceled, for a task-cancels' waiter (which names no queue), receives
+	// the ids of the jobs canceled.
+	canceled chan int64
 }
+
+// canceledBuffer is how many canceled jobs a task-cancels' waiter holds
+// before it answers; more are dropped (a pointer: the job's holder hears of
+// its cancel at its next heartbeat).
+const canceledBuffer = 256
 
 func newWakeHub(drv driver.Driver, log *slog.Logger) *wakeHub {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -41,6 +50,19 @@ func (h *wakeHub) subscribe(queues []string) (<-chan struct{}, func()) {
 	for _, q := range queues {
 		w.queues[q] = true
 	}
+	return w.ch, h.add(w)
+}
+
+// subscribeCanceled returns a channel that receives the ids of jobs canceled
+// after a claim, and a function to stop.
+func (h *wakeHub) subscribeCanceled() (<-chan int64, func()) {
+	w := &waiter{canceled: make(chan int64, canceledBuffer)}
+	return w.canceled, h.add(w)
+}
+
+// add adds w, subscribing to the driver's wake-ups if that is not under way,
+// and returns the function that removes it.
+func (h *wakeHub) add(w *waiter) func() {
 	h.mu.Lock()
 	h.waiters[w] = struct{}{}
 	if !h.running && h.ctx.Err() == nil {
@@ -48,7 +70,7 @@ func (h *wakeHub) subscribe(queues []string) (<-chan struct{}, func()) {
 		go h.run()
 	}
 	h.mu.Unlock()
-	return w.ch, func() {
+	return func() {
 		h.mu.Lock()
 		delete(h.waiters, w)
 		h.mu.Unlock()
@@ -89,8 +111,19 @@ func (h *wakeHub) run() {
 func (h *wakeHub) notify(queue string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if id, ok := driver.WakeupCanceled(queue); ok {
+		for w := range h.waiters {
+			if w.canceled != nil {
+				select {
+				case w.canceled <- id:
+				default:
+				}
+			}
+		}
+		return
+	}
 	for w := range h.waiters {
-		if queue == "" || w.queues[queue] {
+		if w.canceled == nil && (queue == "" || w.queues[queue]) {
 			select {
 			case w.ch <- struct{}{}:
 			default:
