@@ -39,7 +39,7 @@ func TestCancelReachesARunningHandlerAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		cancelsAtOnce(t, c, canceler, func(cfg *drover.WorkerConfig) *drover.Worker { return startWorker(t, c, cfg) })
+		cancelsAtOnce(t, c, canceler, false, func(cfg *drover.WorkerConfig) *drover.Worker { return startWorker(t, c, cfg) })
 	})
 }
 
@@ -49,15 +49,16 @@ func TestCancelReachesARunningHandlerAtOnce(t *testing.T) {
 func TestRemoteCancelReachesARunningHandlerAtOnce(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		ts := startServer(t, kind, server.Config{LeaseDuration: time.Hour})
-		cancelsAtOnce(t, ts.c, ts.c, func(cfg *drover.WorkerConfig) *drover.Worker {
+		cancelsAtOnce(t, ts.c, ts.c, true, func(cfg *drover.WorkerConfig) *drover.Worker {
 			return startRemoteWorker(t, drover.RemoteConfig{URL: ts.url}, cfg)
 		})
 	})
 }
 
 // cancelsAtOnce runs two jobs on the worker start starts (with heartbeats half
-// an hour apart) and cancels each through canceler while its handler runs.
-func cancelsAtOnce(t *testing.T, c, canceler *drover.Client, start func(*drover.WorkerConfig) *drover.Worker) {
+// an hour apart) and cancels each through canceler while its handler runs;
+// again, the cancel's pointer is sent again until the handler stops.
+func cancelsAtOnce(t *testing.T, c, canceler *drover.Client, again bool, start func(*drover.WorkerConfig) *drover.Worker) {
 	t.Helper()
 	var mu sync.Mutex
 	started := map[int64]chan struct{}{}
@@ -90,6 +91,18 @@ func cancelsAtOnce(t *testing.T, c, canceler *drover.Client, start func(*drover.
 			t.Fatalf("Cancel of the running job %d: %v", id, err)
 		}
 		_, e := chans(id)
+		if again {
+			// A remote worker hears a pointer only while its long poll is
+			// at the server, and it may be between two: the cancel's
+			// pointer is sent again until the handler stops.
+			tick := time.NewTicker(250 * time.Millisecond)
+			defer tick.Stop()
+			for until := time.Now().Add(waitTimeout); len(e) == 0 && time.Now().Before(until); <-tick.C {
+				if err := canceler.Driver().WakeupPublish(context.Background(), []string{driver.CanceledWakeup(id)}); err != nil {
+					t.Fatalf("WakeupPublish: %v", err)
+				}
+			}
+		}
 		cause := waitChan(t, e, "the handler of job "+what+" to stop, long before its next heartbeat")
 		if cause == nil || !strings.Contains(cause.Error(), "canceled") {
 			t.Errorf("job %s: handler context's cause = %v, want the operator's cancel", what, cause)

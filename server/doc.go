@@ -1,6 +1,7 @@
 // Package server is Drover's HTTP API: JSON endpoints for jobs, the dead-letter
 // queue and queues; the worker protocol (/internal/task-claim, /internal/heartbeat,
-// /internal/task-complete) that lets workers run anywhere without database access;
+// /internal/task-complete, and /internal/task-cancels, a long poll that names the
+// jobs canceled) that lets workers run anywhere without database access;
 // health, Prometheus metrics and the OpenAPI document.
 //
 // The server is the dispatcher of seed 000: workers only claim, execute, heartbeat

@@ -345,7 +345,8 @@ func cancelSent(h *history, id int64) bool {
 
 // ranAfterCancel checks the acknowledged cancels: the job must end canceled,
 // no attempt may start after it, and a handler it caught running must return
-// within a lease of it (the holder learns of it from its next heartbeat), unless
+// within a lease of it (the holder learns of it at once from the cancel's
+// wake-up, or, if that was lost, from its next heartbeat), unless
 // a fault on that worker (a pause, cut connections) explains the delay.
 func ranAfterCancel(h *history, byID map[int64]*driver.Job, v *verdict) int {
 	n := 0
