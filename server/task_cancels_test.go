@@ -29,15 +29,33 @@ func TestTaskCancelsLongPoll(t *testing.T) {
 			s := newTestServerOn(t, kind, Config{})
 			hs := httptest.NewServer(s)
 			t.Cleanup(hs.Close)
-			post := func(path, body string) (int, []byte) {
-				t.Helper()
+			// send does one request; post fails the test on a transport
+			// error (the test's goroutine only: a long poll runs in its own
+			// and answers what send returned).
+			send := func(path, body string) (int, []byte, error) {
 				resp, err := http.Post(hs.URL+path, "application/json", strings.NewReader(body))
 				if err != nil {
-					t.Fatalf("POST %s: %v", path, err)
+					return 0, nil, fmt.Errorf("POST %s: %w", path, err)
 				}
 				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, b
+				b, err := io.ReadAll(resp.Body)
+				return resp.StatusCode, b, err
+			}
+			post := func(path, body string) (int, []byte) {
+				t.Helper()
+				code, b, err := send(path, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return code, b
+			}
+			answer := make(chan []byte, 1)
+			longPoll := func(body string) {
+				_, b, err := send("/internal/task-cancels", body)
+				if err != nil {
+					b = []byte(err.Error())
+				}
+				answer <- b
 			}
 			ids := func(b []byte) []int64 {
 				t.Helper()
@@ -76,11 +94,7 @@ func TestTaskCancelsLongPoll(t *testing.T) {
 				t.Fatalf("claim: %d %s, want two tasks", code, b)
 			}
 			kept, canceled := claimed.Tasks[0].TaskID, claimed.Tasks[1].TaskID
-			answer := make(chan []byte, 1)
-			go func() {
-				_, b := post("/internal/task-cancels", `{"wait_seconds":30}`)
-				answer <- b
-			}()
+			go longPoll(`{"wait_seconds":30}`)
 			// The poll may not be listening yet when the job is canceled: its
 			// wake-up is then published again, as the same pointer, until
 			// the poll answers (a pointer is best effort).
@@ -108,10 +122,7 @@ func TestTaskCancelsLongPoll(t *testing.T) {
 			}
 
 			// Close ends a waiting poll, with none.
-			go func() {
-				_, b := post("/internal/task-cancels", `{"wait_seconds":60}`)
-				answer <- b
-			}()
+			go longPoll(`{"wait_seconds":60}`)
 			s.Close()
 			select {
 			case b := <-answer:
