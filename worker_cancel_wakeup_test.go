@@ -104,7 +104,7 @@ func cancelsAtOnce(t *testing.T, c, canceler *drover.Client, again bool, start f
 			}
 		}
 		cause := waitChan(t, e, "the handler of job "+what+" to stop, long before its next heartbeat")
-		if cause == nil || !strings.Contains(cause.Error(), "canceled") {
+		if cause == nil || !strings.Contains(cause.Error(), "canceled by an operator") {
 			t.Errorf("job %s: handler context's cause = %v, want the operator's cancel", what, cause)
 		}
 		if got := waitChan(t, obs.finished, "the observer to hear of the canceled job"); got != "canceled" {

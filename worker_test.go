@@ -557,7 +557,7 @@ func TestWorkerCancelRunningJob(t *testing.T) {
 			t.Fatalf("Cancel of a running job: %v", err)
 		}
 		cause := waitChan(t, stopped, "the handler's context to be canceled")
-		if cause == nil || !strings.Contains(cause.Error(), "canceled") {
+		if cause == nil || !strings.Contains(cause.Error(), "canceled by an operator") {
 			t.Errorf("handler context cause = %v, want the operator cancel", cause)
 		}
 		// A cancel is not a lost lease (an alert on those fired at every

@@ -499,7 +499,16 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 	if errors.Is(err, driver.ErrLeaseLost) {
 		// Canceled during this attempt, under this token: tell the holder to
 		// stop rather than that it lost. Any other token is a stale fence.
-		if held, herr := d.canceledHolder(ctx, p.FenceParams); herr == nil && held {
+		// A read that fails says neither: the heartbeat failed, and the
+		// worker tries it again. Answered lease lost, the holder of a
+		// canceled job (whose heartbeat's deadline, an interval, ran out
+		// between the two reads) counted a lost lease, which an operator
+		// alerts on, for a cancel.
+		held, herr := d.canceledHolder(ctx, p.FenceParams)
+		if herr != nil {
+			return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: read whether this holder's attempt was canceled: %w", p.ID, herr)
+		}
+		if held {
 			return driver.HeartbeatResult{CancelRequested: true}, nil
 		}
 	}
