@@ -363,7 +363,11 @@ func TestAbandonedHandlersReportToAnOlderServer(t *testing.T) {
 		cfg.TimeoutGrace = 100 * time.Millisecond
 		startRemoteWorker(t, drover.RemoteConfig{URL: hs.URL, WaitSeconds: 1}, cfg)
 		t.Cleanup(func() { close(release) }) // before the worker's Stop
-		id := enqueue(t, c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 1, Timeout: 100 * time.Millisecond}).ID
+		// A timeout of half a second: with 100 ms, a claim's answer that
+		// came 220 ms into the lease under CI's load was past the timeout
+		// and its grace, and the handler was never started (runTask's late
+		// claim), so nothing was abandoned.
+		id := enqueue(t, c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 1, Timeout: 500 * time.Millisecond}).ID
 		j := waitStatus(t, c, id, drover.StatusFailed)
 		if refused.Load() == 0 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "timed out") {
 			t.Errorf("%s after %d refusals of retry_after_seconds; want it failed with its handler's timeout, reported", describe(j), refused.Load())
