@@ -316,7 +316,9 @@ func TestRemoteAbandonedHandlersJobWaitsForItsLease(t *testing.T) {
 		startRemoteWorker(t, drover.RemoteConfig{URL: ts.url, WaitSeconds: 1}, cfg)
 		var unblock sync.Once
 		t.Cleanup(func() { unblock.Do(func() { close(release) }) }) // before the worker's Stop
-		id := enqueue(t, ts.c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 100 * time.Millisecond}).ID
+		// Half a second, as in TestAbandonedHandlersReportToAnOlderServer: a
+		// claim's answer later than the timeout and its grace skips the handler.
+		id := enqueue(t, ts.c, "stubborn", nil, &drover.EnqueueOpts{MaxAttempts: 3, Timeout: 500 * time.Millisecond}).ID
 		waitChan(t, starts, "the first run")
 		at := waitChan(t, canceled, "the first run's timeout")
 		// This worker runs the retry only once the abandoned handler has
