@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover/driver"
-	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/internal/testdb"
 	"github.com/drover-dev/drover/lifecycle"
 )
@@ -40,20 +39,7 @@ func (h *cancelHook) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 func TestCancelOutlastsChangesWhileItWaits(t *testing.T) {
 	ctx := context.Background()
 	hook := &cancelHook{}
-	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = hook
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	d, err := pgdriver.NewFromPool(ctx, pool, pgdriver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d := driverOnPool(t, testdb.PostgresURL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = hook })
 	t.Cleanup(func() { _ = d.Close() })
 	if err := d.MigrateUp(ctx); err != nil {
 		t.Fatal(err)
