@@ -13,7 +13,8 @@
 //
 // request_id: a transition that carries a RequestID which this job's log already
 // holds is not applied again: the driver returns the job as it is now with
-// Replayed = true, and rev and attempt do not move. A RequestID names one call:
+// Replayed = true, and rev and attempt do not move (but a lease holder's
+// repeat is never handed a later attempt's lease: RepeatAnswer). A RequestID names one call:
 // a repeat is a call of the same kind asking for the outcome the log holds (the
 // event the log holds it in is one the call writes: a permanent fail does not
 // repeat a fail the server retried), and a lease holder's call is a repeat only

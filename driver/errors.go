@@ -172,6 +172,30 @@ func CheckRepeat(requestID string, j *Job, logged string, usedBy int, ops []life
 		requestID, j.ID, logged, call)
 }
 
+// RepeatAnswer is what a repeat that CheckRepeat let through answers: the job
+// as it is now (j), except that a lease holder's repeat (attempt > 0) never
+// passes off a later attempt's lease as its own, as HeartbeatReplay does not.
+// A start asks for its attempt's lease, so its repeat answers ErrLeaseLost
+// once that attempt holds the job no more and the job has not finished (the
+// lease ran out and the job was requeued, or another worker claimed it); its
+// caller would otherwise run a job another worker may be running. Any other
+// repeat happened as the log says and answers the job, without the lease
+// token of the later attempt that holds it now (the fence of another worker).
+func RepeatAnswer(j *Job, ops []lifecycle.Op, attempt int) (*Job, error) {
+	if attempt <= 0 || (j.Status.Leased() && j.Attempt == attempt) {
+		return j, nil
+	}
+	if slices.Contains(ops, lifecycle.OpStart) && !j.Status.Terminal() {
+		return nil, Refused("start", j.ID, j.Status, j.Attempt, ErrLeaseLost)
+	}
+	if j.Status.Leased() {
+		c := *j
+		c.LeaseToken = ""
+		return &c, nil
+	}
+	return j, nil
+}
+
 // FailOps is what a fail asks for, to tell its repeat (CheckRepeat): a
 // permanent fail fails the job; any other leaves the retry to the server,
 // which retries it while attempts last and fails it after.

@@ -31,6 +31,8 @@ var requestIDTests = []suiteTest{
 	{"CancelWithAnotherCallsRequestID", testReplayCancelOfAnotherCall},
 	{"ReportWithAnotherCallsRequestID", testReplayOfAnotherKindOfCall},
 	{"HeartbeatRepeatAfterTheJobMovedOn", testReplayHeartbeatLater},
+	{"StartRepeatAfterTheLeaseMovedOn", testReplayStartAfterLease},
+	{"ReportRepeatDuringALaterAttempt", testReplayReportDuringLaterAttempt},
 	{"ClaimWithAnotherWorkersRequestID", testClaimRequestOfAnotherWorker},
 	{"HeartbeatRepeatWithTheTokenInCapitals", testReplayHeartbeatTokenCase},
 	{"ClaimWithARequestIDInACandidatesLog", testClaimRequestInALog},
@@ -140,7 +142,18 @@ func testRequestIDRefused(h *harness, bad, what string) {
 // wantReplay runs call, which repeats a request already applied to job id.
 func (h *harness) wantReplay(id int64, what string, call func() (*driver.Job, error)) *driver.Job {
 	h.t.Helper()
+	return h.wantReplayAt(id, 0, what, call)
+}
+
+// wantReplayAt is wantReplay of a lease holder's call at attempt: the job it
+// answers holds no lease token of another attempt (driver.RepeatAnswer).
+func (h *harness) wantReplayAt(id int64, attempt int, what string, call func() (*driver.Job, error)) *driver.Job {
+	h.t.Helper()
 	before := h.snap(id)
+	want := *before.job
+	if attempt > 0 && want.Status.Leased() && want.Attempt != attempt {
+		want.LeaseToken = ""
+	}
 	j, err := call()
 	if err != nil {
 		h.t.Fatalf("%s (repeat of an applied request_id): %v; want the first answer", what, err)
@@ -151,7 +164,7 @@ func (h *harness) wantReplay(id int64, what string, call func() (*driver.Job, er
 	if !j.Replayed {
 		h.t.Errorf("%s (repeat): Replayed = false, want true", what)
 	}
-	if d := diffJobs(before.job, j); d != "" {
+	if d := diffJobs(&want, j); d != "" {
 		h.t.Errorf("%s (repeat): returned job differs from the job as it is: %s", what, d)
 	}
 	h.wantUnchanged(before, what+" (repeat)")
@@ -422,6 +435,75 @@ func testReplayHeartbeatLater(h *harness) {
 	})
 }
 
+// testReplayStartAfterLease: a start asks for its attempt's lease, so its
+// repeat, once that lease ran out (the job stalled) or another worker claimed
+// the job, is ErrLeaseLost, as a heartbeat's is. Both drivers answered it as
+// a start that stood, with the job as it is now: stalled, or running under the
+// other worker's attempt and lease token, which told the caller to run a job
+// another worker may be running and handed it that worker's fence (helper-74).
+func testReplayStartAfterLease(h *harness) {
+	c := h.claimedJob(nil)
+	sp := fence(c, h.at(time.Second))
+	sp.RequestID = "start-a1"
+	if _, err := h.d.JobStart(h.ctx, sp); err != nil {
+		h.t.Fatalf("JobStart: %v", err)
+	}
+	h.mustReap(leaseDuration + 2*time.Second)
+	h.rejected(c.ID, driver.ErrLeaseLost, "JobStart of attempt 1 repeated after its lease ran out", func() error {
+		_, err := h.d.JobStart(h.ctx, sp)
+		return err
+	})
+	other := h.mustClaimOne(driver.ClaimParams{ID: c.ID, Limit: 1, Owner: "other-worker", LeaseDuration: leaseDuration, Now: h.at(leaseDuration + 3*time.Second)})
+	for _, started := range []bool{false, true} {
+		if started {
+			other = h.mustStart(other, leaseDuration+4*time.Second)
+		}
+		h.rejected(c.ID, driver.ErrLeaseLost, fmt.Sprintf("JobStart of attempt 1 repeated while attempt 2 is %s", other.Status), func() error {
+			j, err := h.d.JobStart(h.ctx, sp)
+			if err == nil && j != nil {
+				h.t.Logf("answered job %d %s at attempt %d, the other worker's token: %v", j.ID, j.Status, j.Attempt, j.LeaseToken == other.LeaseToken)
+			}
+			return err
+		})
+	}
+	// Its answer stays the job once the job has finished (ReplayAfterTheJobMovedOn).
+}
+
+// testReplayReportDuringLaterAttempt: the repeat of a report that gave the
+// lease back (an unclaim, a fail the server retried, a snooze) answers the job
+// as it is now, Replayed, and changes nothing, while a later attempt holds it:
+// but without that attempt's lease token, which is another worker's fence.
+func testReplayReportDuringLaterAttempt(h *harness) {
+	calls := []struct {
+		name    string
+		running bool // the call's job is running, not only claimed
+		call    func(p driver.FenceParams) (*driver.Job, error)
+	}{
+		{"JobUnclaim", false, func(p driver.FenceParams) (*driver.Job, error) { return h.d.JobUnclaim(h.ctx, p) }},
+		{"JobFail", true, func(p driver.FenceParams) (*driver.Job, error) {
+			fp := failParams(p.Now, "try again", *p.Now, false)
+			fp.FenceParams = p
+			return h.d.JobFail(h.ctx, fp)
+		}},
+		{"JobSnooze", true, func(p driver.FenceParams) (*driver.Job, error) {
+			return h.d.JobSnooze(h.ctx, driver.SnoozeParams{FenceParams: p, RunAt: *p.Now})
+		}},
+	}
+	for _, c := range calls {
+		j := h.claimedJob(nil)
+		if c.running {
+			j = h.mustStart(j, time.Second)
+		}
+		p := fence(j, h.at(2*time.Second))
+		p.RequestID = "report-" + c.name
+		if _, err := c.call(p); err != nil {
+			h.t.Fatalf("%s: %v", c.name, err)
+		}
+		h.mustClaimOne(driver.ClaimParams{ID: j.ID, Limit: 1, Owner: "other-worker", LeaseDuration: leaseDuration, Now: h.at(3 * time.Second)})
+		h.wantReplayAt(j.ID, p.Attempt, c.name+" of attempt 1 repeated while attempt 2 holds the job", func() (*driver.Job, error) { return c.call(p) })
+	}
+}
+
 // testReplayHeartbeatTokenCase: a heartbeat's repeat answers as the heartbeat
 // did when its token is spelt in capitals. PostgreSQL's fence reads tokens as
 // UUIDs and takes it, and the repeat compared them as strings and answered
@@ -540,8 +622,9 @@ func testReplayOtherAttempt(h *harness) {
 		h.t.Errorf("JobStartMany: the other job's start = %+v, want it running", starts[1])
 	}
 	h.wantUnchanged(before, "JobStartMany with a reused request_id")
-	// The first attempt's holder repeating its report gets its answer.
-	h.wantReplay(r.ID, "JobFail of attempt 1, repeated during attempt 2", func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
+	// The first attempt's holder repeating its report gets its answer, without
+	// attempt 2's lease token.
+	h.wantReplayAt(r.ID, p.Attempt, "JobFail of attempt 1, repeated during attempt 2", func() (*driver.Job, error) { return h.d.JobFail(h.ctx, p) })
 	cp.RequestID = "report-2"
 	h.transition("JobComplete", s.ID, lifecycle.EventSucceeded, lifecycle.StatusSucceeded, func() (*driver.Job, error) { return h.d.JobComplete(h.ctx, cp) })
 }

@@ -1004,6 +1004,9 @@ func isRequestRepeat(err error) bool {
 func (d *Driver) diagnose(ctx context.Context, q dbtx, op call, id int64, requestID string, attempt int, otherwise error) (*driver.Job, error) {
 	if requestID != "" {
 		j, err := d.replay(ctx, q, op, id, requestID, attempt)
+		if errors.Is(err, driver.ErrLeaseLost) {
+			return nil, err // RepeatAnswer's, which names the call and the job
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 		}
@@ -1052,6 +1055,9 @@ func (d *Driver) replay(ctx context.Context, q dbtx, op call, id int64, requestI
 		return nil, err
 	}
 	if err := driver.CheckRepeat(requestID, j, logged, usedBy, op.ops, attempt); err != nil {
+		return nil, err
+	}
+	if j, err = driver.RepeatAnswer(j, op.ops, attempt); err != nil {
 		return nil, err
 	}
 	j.Replayed = true

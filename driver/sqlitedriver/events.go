@@ -72,7 +72,7 @@ func requestSeen(ctx context.Context, q querier, jobID int64, requestID string, 
 	if err := driver.CheckRepeat(requestID, j, logged, usedBy, ops, attempt); err != nil {
 		return nil, err
 	}
-	return j, nil
+	return driver.RepeatAnswer(j, ops, attempt)
 }
 
 // JobEvents returns the job's events ordered by seq; ErrNotFound if the job does
