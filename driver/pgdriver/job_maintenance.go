@@ -79,31 +79,43 @@ var reapOneQuery = queryVariant("JobReapExpired", "WHERE id = ANY (ARRAY(SELECT 
 // no other expired lease was ever reaped. A job refused on its own is left as
 // it is and named in the *driver.ReapRefusedError answered with the rest.
 func (d *Driver) reapEach(ctx context.Context, limit int, now *time.Time) ([]*driver.Job, error) {
-	rows, err := d.pool.Query(ctx, queries.Get("JobReapCandidates"), limit, nowArg(now))
-	if err != nil {
-		return nil, fmt.Errorf("reap expired leases: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("reap expired leases: %w", err)
-	}
 	jobs := []*driver.Job{}
 	var refused driver.ReapRefusedError
-	for _, id := range ids {
-		rows, err := d.pool.Query(ctx, reapOneQuery, limit, nowArg(now), id)
-		var one []*driver.Job
-		if err == nil {
-			one, err = collectJobs(rows)
-		}
+	// Refused jobs stay the earliest expired, so each page reads past those
+	// refused before it, until limit jobs are reaped or no expired lease is
+	// left: read again from the start, the refused jobs filled every call
+	// (100 lease rows of them, or limit jobs), and no other expired lease was
+	// reaped again.
+	for len(jobs) < limit {
+		skip := append([]int64{}, refused.IDs...) // not nil: NULL would match no row
+		rows, err := d.pool.Query(ctx, queries.Get("JobReapCandidates"), limit-len(jobs), nowArg(now), skip)
 		if err != nil {
-			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || ctx.Err() != nil {
-				return jobs, fmt.Errorf("reap expired leases: job %d: %w", id, err)
-			}
-			refused.IDs, refused.Errs = append(refused.IDs, id), append(refused.Errs, err)
-			continue
+			return jobs, fmt.Errorf("reap expired leases: %w", err)
 		}
-		jobs = append(jobs, one...)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return jobs, fmt.Errorf("reap expired leases: %w", err)
+		}
+		before := len(refused.IDs)
+		for _, id := range ids {
+			rows, err := d.pool.Query(ctx, reapOneQuery, limit, nowArg(now), id)
+			var one []*driver.Job
+			if err == nil {
+				one, err = collectJobs(rows)
+			}
+			if err != nil {
+				var pgErr *pgconn.PgError
+				if !errors.As(err, &pgErr) || ctx.Err() != nil {
+					return jobs, fmt.Errorf("reap expired leases: job %d: %w", id, err)
+				}
+				refused.IDs, refused.Errs = append(refused.IDs, id), append(refused.Errs, err)
+				continue
+			}
+			jobs = append(jobs, one...)
+		}
+		if len(refused.IDs) == before {
+			break // a page reaped in full: limit reached, or none left
+		}
 	}
 	if len(refused.IDs) > 0 {
 		return jobs, &refused

@@ -3,6 +3,7 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -41,34 +42,35 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 	// waited in the busy handler for all of them, past busy_timeout.
 	err := d.bulkTx(ctx, func(tx *sql.Tx) error {
 		now := clock(p.Now) // read once the write lock is held
-		expired, err := queryJobs(ctx, tx, queries.Get("ReapCandidates"), sql.Named("now", micros(now)), sql.Named("limit", limit))
-		if err != nil {
-			return fmt.Errorf("reap: select expired leases: %w", err)
-		}
-		for _, j := range expired {
-			// Each job's reap is undone on its own when the database
-			// refuses it: one refused job failed the whole transaction,
-			// and met every later call first (it expired first), so no
-			// other expired lease was ever reaped.
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT drover_reap"); err != nil {
-				return fmt.Errorf("reap job %d: %w", j.ID, err)
-			}
-			r, err := reapOne(ctx, tx, j, now)
-			after := context.WithoutCancel(ctx) // the savepoint ends whatever became of ctx
+		// Refused jobs stay the earliest expired, so each page reads past
+		// those refused before it, until Limit jobs are reaped or no expired
+		// lease is left: read again from the start, Limit refused jobs
+		// filled every call, and no other expired lease was reaped again.
+		skip := []byte("[]")
+		for len(reaped) < limit {
+			expired, err := queryJobs(ctx, tx, queries.Get("ReapCandidates"), sql.Named("now", micros(now)),
+				sql.Named("skip", string(skip)), sql.Named("limit", limit-len(reaped)))
 			if err != nil {
-				if ctx.Err() != nil {
+				return fmt.Errorf("reap: select expired leases: %w", err)
+			}
+			before := len(refused.IDs)
+			for _, j := range expired {
+				r, err := reapSaved(ctx, tx, j, now)
+				if err != nil {
 					return err
 				}
-				if _, rerr := tx.ExecContext(after, "ROLLBACK TO drover_reap"); rerr != nil {
-					return fmt.Errorf("%w (and undoing it failed: %v)", err, rerr)
+				if r.refused != nil {
+					refused.IDs, refused.Errs = append(refused.IDs, j.ID), append(refused.Errs, r.refused)
 				}
-				refused.IDs, refused.Errs = append(refused.IDs, j.ID), append(refused.Errs, err)
+				if r.job != nil {
+					reaped = append(reaped, r.job)
+				}
 			}
-			if _, err := tx.ExecContext(after, "RELEASE drover_reap"); err != nil {
-				return fmt.Errorf("reap job %d: %w", j.ID, err)
+			if len(refused.IDs) == before {
+				break // a page reaped in full: Limit reached, or none left
 			}
-			if r != nil {
-				reaped = append(reaped, r)
+			if skip, err = json.Marshal(refused.IDs); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -89,6 +91,37 @@ func (d *Driver) JobReapExpired(ctx context.Context, p driver.ReapParams) ([]*dr
 		return reaped, &refused
 	}
 	return reaped, nil
+}
+
+// savedReap is reapSaved's answer: the job as it ends up, or the database's
+// refusal of its reap.
+type savedReap struct {
+	job     *driver.Job
+	refused error
+}
+
+// reapSaved reaps j in a savepoint of its own, undone when the database
+// refuses it: one refused job failed the whole transaction, and met every
+// later call first (it expired first), so no other expired lease was ever
+// reaped. An error of its own (ctx ended, the savepoint failed) ends the call.
+func reapSaved(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (savedReap, error) {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT drover_reap"); err != nil {
+		return savedReap{}, fmt.Errorf("reap job %d: %w", j.ID, err)
+	}
+	r, err := reapOne(ctx, tx, j, now)
+	after := context.WithoutCancel(ctx) // the savepoint ends whatever became of ctx
+	if err != nil {
+		if ctx.Err() != nil {
+			return savedReap{}, err
+		}
+		if _, rerr := tx.ExecContext(after, "ROLLBACK TO drover_reap"); rerr != nil {
+			return savedReap{}, fmt.Errorf("%w (and undoing it failed: %v)", err, rerr)
+		}
+	}
+	if _, rerr := tx.ExecContext(after, "RELEASE drover_reap"); rerr != nil {
+		return savedReap{}, fmt.Errorf("reap job %d: %w", j.ID, rerr)
+	}
+	return savedReap{job: r, refused: err}, nil
 }
 
 func reapOne(ctx context.Context, tx *sql.Tx, j *driver.Job, now time.Time) (*driver.Job, error) {

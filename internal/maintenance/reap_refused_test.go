@@ -24,23 +24,90 @@ import (
 // 64 KB of message and stack).
 func refuseReap(t *testing.T, drv driver.Driver, id int64) {
 	t.Helper()
+	refuseReapUpTo(t, drv, id, id)
+}
+
+// refuseReapUpTo is refuseReap of every job from id from to id to.
+func refuseReapUpTo(t *testing.T, drv driver.Driver, from, to int64) {
+	t.Helper()
 	ctx := context.Background()
 	switch d := drv.(type) {
 	case interface{ Pool() *pgxpool.Pool }:
 		if _, err := d.Pool().Exec(ctx, fmt.Sprintf(`
 			CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN RAISE EXCEPTION 'test refuses job %d'; END $$;
+			BEGIN RAISE EXCEPTION 'test refuses job %%', OLD.id; END $$;
 			CREATE TRIGGER test_refuse BEFORE UPDATE ON drover_jobs
-			FOR EACH ROW WHEN (OLD.id = %d AND NEW.status <> OLD.status) EXECUTE FUNCTION test_refuse()`, id, id)); err != nil {
+			FOR EACH ROW WHEN (OLD.id BETWEEN %d AND %d AND NEW.status <> OLD.status) EXECUTE FUNCTION test_refuse()`, from, to)); err != nil {
 			t.Fatal(err)
 		}
 	case interface{ DB() *sql.DB }:
 		if _, err := d.DB().ExecContext(ctx, fmt.Sprintf(`CREATE TRIGGER test_refuse BEFORE UPDATE OF status ON drover_jobs
-			WHEN OLD.id = %d AND NEW.status <> OLD.status BEGIN SELECT RAISE(ABORT, 'test refuses job %d'); END`, id, id)); err != nil {
+			WHEN OLD.id BETWEEN %d AND %d AND NEW.status <> OLD.status BEGIN SELECT RAISE(ABORT, 'test refuses job'); END`, from, to)); err != nil {
 			t.Fatal(err)
 		}
 	default:
 		t.Fatalf("no way to install a trigger in %T", drv)
+	}
+}
+
+// Jobs the database refuses to reap hold up no other, however many they are:
+// a call reads past them to the next expired leases. Each call read from the
+// earliest expired lease again, so once the refused jobs were as many as a
+// call reads (SQLite: its Limit; PostgreSQL: 100 claims' lease rows), every
+// call met only them, and no other expired lease was ever reaped (helper-75).
+func TestReapReadsPastMoreRefusedJobsThanACallReads(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			drv := testdb.Open(t, kind)
+			const refusedN, others, limit = 150, 2, 60
+			past := time.Now().Add(-time.Hour)
+			runAt := past.Add(-time.Hour)
+			params := make([]driver.InsertParams, refusedN+others)
+			for i := range params {
+				params[i] = driver.InsertParams{Kind: "k", Queue: "q", Args: []byte(`{}`), MaxAttempts: 3, RunAt: &runAt}
+			}
+			res, err := drv.JobInsertMany(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each claimed on its own, a millisecond apart, an hour ago: the
+			// refused ones' leases expired first.
+			for i, r := range res {
+				at := past.Add(time.Duration(i) * time.Millisecond)
+				jobs, err := drv.JobClaim(ctx, driver.ClaimParams{ID: r.Job.ID, Owner: "gone", LeaseDuration: time.Minute, Start: true, Now: &at})
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("claim %d: %v, %v", i, jobs, err)
+				}
+			}
+			refuseReapUpTo(t, drv, res[0].Job.ID, res[refusedN-1].Job.ID)
+			jobs, err := drv.JobReapExpired(ctx, driver.ReapParams{Limit: limit})
+			var refused *driver.ReapRefusedError
+			if !errors.As(err, &refused) {
+				t.Fatalf("JobReapExpired = %v, want a *driver.ReapRefusedError", err)
+			}
+			var got []int64
+			for _, j := range jobs {
+				got = append(got, j.ID)
+			}
+			var want []int64
+			for _, r := range res[refusedN:] {
+				want = append(want, r.Job.ID)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("one call (Limit %d) after %d refused reaps reaped jobs %v, want the %d others %v", limit, refusedN, got, others, want)
+			}
+			if ids := slices.Sorted(slices.Values(refused.IDs)); len(ids) != refusedN || ids[0] != res[0].Job.ID || ids[refusedN-1] != res[refusedN-1].Job.ID {
+				t.Errorf("ReapRefusedError names %d jobs, want the %d refused", len(refused.IDs), refusedN)
+			}
+			for _, r := range res[refusedN:] {
+				if j, err := drv.JobGet(ctx, r.Job.ID); err != nil || j.Status != lifecycle.StatusQueued {
+					t.Errorf("job %d after the reap: %v, %v; want queued", r.Job.ID, j, err)
+				}
+			}
+		})
 	}
 }
 

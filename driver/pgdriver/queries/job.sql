@@ -779,13 +779,17 @@ SELECT * FROM j ORDER BY id;
 -- name: JobReapCandidates
 -- The jobs JobReapExpired reads, ids only and unlocked: when the database
 -- refuses its statement, each of them is reaped by a statement of its own.
+-- $3 are the jobs whose reap the call was refused: it reads past them, and
+-- past the lease rows that hold no other job, to the next expired leases.
 SELECT id FROM drover_jobs
 WHERE id = ANY (ARRAY(
         SELECT u.id FROM (
             SELECT job_ids FROM drover_leases WHERE expires_at < coalesce($2::timestamptz, now())
+              AND NOT job_ids <@ $3::bigint[]
             ORDER BY expires_at LIMIT 100
         ) l CROSS JOIN LATERAL unnest(l.job_ids) AS u(id)))
   AND status IN ('claimed','running') AND lease_expires_at < coalesce($2::timestamptz, now())
+  AND id <> ALL ($3::bigint[])
 ORDER BY lease_expires_at
 LIMIT $1;
 

@@ -2,8 +2,11 @@
 -- queued (requeued) or failed (the running attempt used up the budget).
 
 -- name: ReapCandidates
+-- :skip is a JSON array of the ids the call's reap was refused for, which it
+-- reads past to the next expired leases.
 SELECT * FROM drover_jobs
 WHERE status IN ('claimed', 'running') AND lease_expires_at < :now
+  AND id NOT IN (SELECT value FROM json_each(:skip))
 ORDER BY lease_expires_at, id
 LIMIT :limit;
 
