@@ -86,7 +86,7 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	if max <= 0 {
 		max = DefaultMaxPayloadBytes
 	}
-	if len(bytes.TrimSpace(p.Args)) == 0 {
+	if len(trimJSONSpace(p.Args)) == 0 {
 		p.Args = json.RawMessage("{}")
 	}
 	argsSize, err := validateObject("args", p.Args)
@@ -188,11 +188,17 @@ func SizeText(given, counted int) string {
 	return fmt.Sprintf("%d bytes, %d with its numbers written out in full", given, counted)
 }
 
+// trimJSONSpace trims the whitespace JSON allows around a value (space, tab,
+// CR, LF) and no other: bytes.TrimSpace also trimmed Unicode spaces (U+00A0,
+// U+0085, U+2028, U+3000), so args such as "\u00a0{}" were judged valid and
+// stored as they came, invalid JSON in SQLite and a 500 from PostgreSQL.
+func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
+
 // validateObject requires a JSON object without NUL characters (PostgreSQL's jsonb
 // rejects \u0000, so both drivers refuse it alike) and returns the size a
 // limit counts (CheckJSONSize), whitespace around it included.
 func validateObject(field string, raw json.RawMessage) (int, error) {
-	t := bytes.TrimSpace(raw)
+	t := trimJSONSpace(raw)
 	if len(t) > 0 && !json.Valid(t) {
 		// Before the type: `notjson` is not JSON, not null.
 		return 0, Invalid(field, "is not valid JSON")
