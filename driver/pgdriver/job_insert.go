@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,8 +26,53 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 	// The jobs and their events are one statement, so it needs no transaction of
 	// its own: one commit. The wake-up follows in a statement of its own
 	// (insertMany), after that commit.
-	res, _, err := d.insertMany(ctx, d.pool, params, false)
-	return res, err
+	if !slices.ContainsFunc(params, func(p driver.InsertParams) bool { return p.IdempotencyKey != "" }) {
+		res, _, err := d.insertMany(ctx, d.pool, params, onPool)
+		return res, err
+	}
+	// A batch with idempotency keys reads the jobs of the keys that existed
+	// after its insert (and inserts again those whose job was deleted in
+	// between), in one transaction with it, so an error means nothing was
+	// enqueued. On the pool the insert committed on its own, and a read that
+	// failed after it (a deadline, a client gone, a dropped connection)
+	// answered an error for a batch whose new jobs were there: a retry, as an
+	// error invites, enqueued its jobs without a key twice (helper-79).
+	for try := 1; ; try++ {
+		var res []driver.InsertResult
+		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) (err error) {
+			res, _, err = d.insertMany(ctx, tx, params, inOwnTx)
+			return err
+		})
+		if err == nil {
+			d.publishReady(newJobs(res))
+			return res, nil
+		}
+		// Batches that name the same keys in other orders can deadlock
+		// (insertMany): this one's transaction is rolled back, and runs again.
+		if !isDeadlock(err) || try == insertTries {
+			return nil, err
+		}
+	}
+}
+
+// insertMode is where insertMany's statements run.
+type insertMode int
+
+const (
+	onPool     insertMode = iota // each statement commits on its own; the wake-up follows the insert's
+	inOwnTx                      // in the driver's transaction: its caller wakes the workers once it commits
+	inCallerTx                   // in the caller's (JobInsertManyTx): a NOTIFY in the insert, sent when it commits
+)
+
+// newJobs are the jobs results inserted (not those of keys that existed).
+func newJobs(results []driver.InsertResult) []*driver.Job {
+	jobs := make([]*driver.Job, 0, len(results))
+	for _, r := range results {
+		if !r.Existing && r.Job != nil {
+			jobs = append(jobs, r.Job)
+		}
+	}
+	return jobs
 }
 
 // insertTries bounds the sendings of an insert that deadlocked.
@@ -63,7 +109,7 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params []driver.In
 	if len(params) == 0 {
 		return nil, nil
 	}
-	res, sent, err := d.insertMany(ctx, ptx, params, true)
+	res, sent, err := d.insertMany(ctx, ptx, params, inCallerTx)
 	if err != nil && sent {
 		err = spoil(ctx, ptx, err)
 	}
@@ -133,12 +179,14 @@ var insertQueries = func() (q [2][2]string) {
 
 // insertMany inserts and logs the jobs in one statement, wakes the workers of
 // the queues that got claimable work, then fetches the rows whose idempotency
-// key existed already. tx is the pool or the caller's transaction; inTx says
-// which. In the caller's transaction the wake-up is a NOTIFY in the statement,
+// key existed already. tx is the pool or a transaction; mode says which. In
+// the caller's transaction the wake-up is a NOTIFY in the statement,
 // delivered when that transaction commits; on the pool it is sent once the
-// statement has committed (insertQueries). sent says, with an error, whether
+// statement has committed (insertQueries); in the driver's own transaction
+// its caller sends it once that commits. sent says, with an error, whether
 // the insert may have run: in the caller's transaction its jobs may be there.
-func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.InsertParams, inTx bool) (_ []driver.InsertResult, sent bool, _ error) {
+func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.InsertParams, mode insertMode) (_ []driver.InsertResult, sent bool, _ error) {
+	inTx := mode == inCallerTx
 	n := len(params)
 	// binArray: pgx reads a plain slice's elements as values of type any,
 	// boxing each (scan.go).
@@ -205,12 +253,12 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		// first, and PostgreSQL ends one with a deadlock. On the pool the
 		// statement committed nothing and is sent again; the caller's
 		// transaction is aborted, and the caller retries it.
-		if inTx || !isDeadlock(err) || try == insertTries {
+		if mode != onPool || !isDeadlock(err) || try == insertTries {
 			return nil, sent, fmt.Errorf("insert jobs: %w", err)
 		}
 	}
 	sent = true
-	if !inTx {
+	if mode == onPool {
 		d.publishReady(inserted)
 	}
 
@@ -276,7 +324,7 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		for g, i := range gone {
 			again[g] = params[i]
 		}
-		res, _, err := d.insertMany(ctx, tx, again, inTx)
+		res, _, err := d.insertMany(ctx, tx, again, mode)
 		if err != nil {
 			return nil, true, err
 		}
