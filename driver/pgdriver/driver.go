@@ -64,6 +64,7 @@ type Driver struct {
 	owned   bool // the pool was opened by New and is closed by Close
 	channel string
 	schema  string // current_schema() of the pool's sessions, where its tables are
+	dbName  string // current_database() of the pool's sessions
 	log     *slog.Logger
 	cursors claimCursors
 	wakeups wakeSender
@@ -169,8 +170,8 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 		d.log = deflog.New()
 	}
 	var schema *string
-	var iso, style string
-	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('"+isolationParam+"'), current_setting('DateStyle')").Scan(&schema, &iso, &style); err != nil {
+	var iso, style, dbName string
+	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('"+isolationParam+"'), current_setting('DateStyle'), current_database()").Scan(&schema, &iso, &style, &dbName); err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	if schema == nil {
@@ -190,7 +191,7 @@ func NewFromPool(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver
 		// Drover begins itself could ask for its own level.
 		return nil, &isolationError{iso}
 	}
-	d.channel, d.schema = wakeupChannel(*schema), *schema
+	d.channel, d.schema, d.dbName = wakeupChannel(*schema), *schema, dbName
 	return d, nil
 }
 

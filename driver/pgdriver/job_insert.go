@@ -78,11 +78,12 @@ func newJobs(results []driver.InsertResult) []*driver.Job {
 // insertTries bounds the sendings of an insert that deadlocked.
 const insertTries = 5
 
-// isSchemaMismatch reports the insert's refusal of a caller's transaction
-// whose drover_jobs is another schema's (insertQueries).
-func isSchemaMismatch(err error) bool {
+// isMismatch reports the insert's refusal of a caller's transaction on
+// another database, or whose drover_jobs is another schema's (insertQueries):
+// the failed cast of the refusal marked by prefix.
+func isMismatch(err error, prefix string) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, "drover_schema_mismatch: ")
+	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, prefix)
 }
 
 // isNoDroverTable reports PostgreSQL's undefined_table for one of Drover's
@@ -169,11 +170,12 @@ var insertQueries = func() (q [2][2]string) {
 	const conflict = "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
 	const notify = "count(pg_notify($15, queue))"
 	const homeCheck = "'drover_jobs'::regclass IS DISTINCT FROM to_regclass(format('%I.drover_jobs', $16::text))"
+	const dbCheck = "current_database() <> $17::text"
 	q[1][1] = queries.Get("JobInsertMany")
 	q[0][1] = replaceOnce(q[1][1], conflict, "")
-	// $15 and $16 stay typed and used, so every variant takes the same arguments.
-	q[1][0] = replaceOnce(replaceOnce(q[1][1], notify, "count($15::text)"), homeCheck, "$16::text IS NULL")
-	q[0][0] = replaceOnce(replaceOnce(q[0][1], notify, "count($15::text)"), homeCheck, "$16::text IS NULL")
+	// $15 to $17 stay typed and used, so every variant takes the same arguments.
+	q[1][0] = replaceOnce(replaceOnce(replaceOnce(q[1][1], notify, "count($15::text)"), homeCheck, "$16::text IS NULL"), dbCheck, "$17::text IS NULL")
+	q[0][0] = replaceOnce(replaceOnce(replaceOnce(q[0][1], notify, "count($15::text)"), homeCheck, "$16::text IS NULL"), dbCheck, "$17::text IS NULL")
 	return q
 }()
 
@@ -229,7 +231,7 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 	var inserted []*driver.Job
 	for try := 1; ; try++ {
 		rows, err := tx.Query(ctx, insertQueries[b2i(keyed)][b2i(inTx)], kinds, queues, args, metas, prios, runAts,
-			maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel, d.schema)
+			maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel, d.schema, d.dbName)
 		if err == nil {
 			inserted, err = collectJobs(rows)
 		}
@@ -240,7 +242,11 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		// The refusal is a failed statement in the caller's transaction, so
 		// it leaves it aborted, as any failed statement does: its work
 		// cannot commit without the jobs it meant to enqueue.
-		if inTx && isSchemaMismatch(err) {
+		if inTx && isMismatch(err, "drover_database_mismatch: ") {
+			return nil, false, driver.Invalid("tx", "it is on another database than the driver's (%s): "+
+				"begin it on the driver's Pool(); the transaction is aborted: roll it back", d.dbName)
+		}
+		if inTx && isMismatch(err, "drover_schema_mismatch: ") {
 			return nil, false, driver.Invalid("tx", "its search_path leads to another schema's drover_jobs than the driver's (%s): "+
 				"begin it on the driver's Pool(), or put the driver's schema first on its search_path; the transaction is aborted: roll it back", d.schema)
 		}

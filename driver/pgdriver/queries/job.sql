@@ -56,10 +56,13 @@ woke AS (
     ) ready
 ),
 home AS (
-    -- Only in the caller's transaction, whose search_path is the caller's: it
-    -- must reach the driver's schema's ($16) drover_jobs, or the jobs went into
-    -- another installation's tables. The failed cast is the refusal.
-    SELECT CASE WHEN 'drover_jobs'::regclass IS DISTINCT FROM to_regclass(format('%I.drover_jobs', $16::text))
+    -- Only in the caller's transaction, whose database and search_path are the
+    -- caller's: it must be on the driver's database ($17) and reach its
+    -- schema's ($16) drover_jobs, or the jobs went into another installation's
+    -- tables. The failed cast is the refusal.
+    SELECT CASE WHEN current_database() <> $17::text
+                THEN ('drover_database_mismatch: ' || $17::text || ' <> ' || current_database())::int
+                WHEN 'drover_jobs'::regclass IS DISTINCT FROM to_regclass(format('%I.drover_jobs', $16::text))
                 THEN ('drover_schema_mismatch: ' || $16::text || ' <> ' || ('drover_jobs'::regclass)::text)::int END AS refused
 )
 SELECT ins.* FROM ins, woke, home WHERE home.refused IS NULL ORDER BY id;
