@@ -97,7 +97,11 @@ func (d *Driver) setPaused(ctx context.Context, name string, paused bool) error 
 		// Waits for the claims of the queue under way (queuePauseLock).
 		b.Queue(queries.Get("QueuePauseLock"), queuePauseLock, name)
 	}
-	b.Queue(queries.Get("QueueSetPaused"), name, paused)
+	set := "QueueSetResumed"
+	if paused {
+		set = "QueueSetPaused"
+	}
+	b.Queue(queries.Get(set), name, paused)
 	if err := d.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("set queue %q paused=%t: %w", name, paused, err)
 	}

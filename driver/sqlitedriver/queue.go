@@ -62,7 +62,11 @@ func (d *Driver) setPaused(ctx context.Context, name string, paused bool) error 
 	if err := driver.ValidateName("queue", name); err != nil {
 		return fmt.Errorf("%s queue: %w", verb, err)
 	}
-	_, err := d.write.ExecContext(ctx, queries.Get("QueueSetPaused"),
+	set := "QueueSetResumed"
+	if paused {
+		set = "QueueSetPaused"
+	}
+	_, err := d.write.ExecContext(ctx, queries.Get(set),
 		sql.Named("name", name), sql.Named("paused", paused), sql.Named("now", micros(time.Now())))
 	if err != nil {
 		return fmt.Errorf("%s queue %q: %w", verb, name, err)

@@ -35,6 +35,12 @@ SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text));
 INSERT INTO drover_queues (name, paused, updated_at) VALUES ($1, $2, now())
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at;
 
+-- name: QueueSetResumed
+-- A resume changes a queue's record, if it has one, and creates none: a queue
+-- never paused needs none, and the upsert made one for any name resumed (a
+-- typo too), which /queues and /metrics then listed for good.
+UPDATE drover_queues SET paused = $2, updated_at = now() WHERE name = $1;
+
 -- name: QueuesReady
 -- A skip scan over drover_ready: one probe per queue that has queued jobs, then
 -- one probe per priority of that queue, for its first four priorities, instead

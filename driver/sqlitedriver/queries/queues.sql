@@ -24,6 +24,12 @@ SELECT queue, status, n FROM drover_job_counts WHERE n <> 0;
 INSERT INTO drover_queues (name, paused, updated_at) VALUES (:name, :paused, :now)
 ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at;
 
+-- name: QueueSetResumed
+-- A resume changes a queue's record, if it has one, and creates none: a queue
+-- never paused needs none, and the upsert made one for any name resumed (a
+-- typo too), which /queues and /metrics then listed for good.
+UPDATE drover_queues SET paused = :paused, updated_at = :now WHERE name = :name;
+
 -- name: QueuesReady
 -- The unpaused queues with a claimable job at :now, sorted. qs walks the queues
 -- that hold queued jobs, each found by a probe of drover_jobs_claim_idx (its
