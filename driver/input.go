@@ -321,6 +321,94 @@ func errNumber(field string) error {
 		maxNumberLen, maxNumberExp)
 }
 
+// WriteNumbersOut returns raw, valid JSON that CheckJSON passed, with every
+// number that has an exponent written out in full, as PostgreSQL's jsonb
+// gives it back (numberFits): 1.50e1 is 15.0, 1e2 is 100. SQLite keeps JSON
+// text as given, so a handler whose args have an int field decoded {"n":1e2}
+// on PostgreSQL and failed on SQLite for the same enqueue (helper-79). Raw
+// comes back as it is (not copied) when no number has an exponent.
+func WriteNumbersOut(raw json.RawMessage) json.RawMessage {
+	var out []byte // nil until the first number with an exponent
+	last := 0      // raw[last:] is not in out yet
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(raw) && strings.IndexByte("+-.0123456789eE", raw[j]) >= 0 {
+				j++
+			}
+			if n := string(raw[i:j]); strings.ContainsAny(n, "eE") {
+				out = append(append(out, raw[last:i]...), writtenOut(n)...)
+				last = j
+			}
+			i = j - 1
+		}
+	}
+	if out == nil {
+		return raw
+	}
+	return append(out, raw[last:]...)
+}
+
+// writtenOut is the JSON number n, which has an exponent within
+// ±maxNumberExp (numberFits), as PostgreSQL's numeric writes it: no exponent,
+// the integer digits without leading zeros (at least "0"), and, if its scale
+// (the fraction's digits less the exponent) is above zero, a point and that
+// many digits; a sign only below zero.
+func writtenOut(n string) string {
+	mant, exp, _ := strings.Cut(strings.ToLower(n), "e")
+	e, err := strconv.Atoi(exp)
+	if err != nil {
+		return n // not a number CheckJSON passed
+	}
+	neg := strings.HasPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(strings.TrimPrefix(mant, "-"), ".")
+	digits := intPart + frac
+	point := len(intPart) + e // the point's place in digits, maybe outside them
+	var b strings.Builder
+	switch {
+	case point <= 0:
+		b.WriteString("0")
+	case point >= len(digits):
+		b.WriteString(strings.TrimLeft(digits, "0"))
+		if b.Len() > 0 {
+			b.WriteString(strings.Repeat("0", point-len(digits)))
+		}
+	default:
+		b.WriteString(strings.TrimLeft(digits[:point], "0"))
+	}
+	if b.Len() == 0 {
+		b.WriteString("0")
+	}
+	if scale := len(frac) - e; scale > 0 {
+		b.WriteString(".")
+		if point < 0 {
+			b.WriteString(strings.Repeat("0", -point))
+			b.WriteString(digits)
+		} else {
+			b.WriteString(digits[point:])
+		}
+	}
+	out := b.String()
+	if neg && strings.Trim(digits, "0") != "" {
+		out = "-" + out
+	}
+	return out
+}
+
 // numberFits reports whether the JSON number n is at most maxNumberLen
 // characters, both as given (SQLite keeps it so) and written out in full, as
 // PostgreSQL's numeric writes it back, and returns the length written out.

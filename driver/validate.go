@@ -112,6 +112,11 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 			"args (%s) and metadata (%s) are %d bytes together, the limit is %d",
 			SizeText(len(p.Args), argsSize), SizeText(len(p.Metadata), metaSize), n, max)}
 	}
+	// Numbers as PostgreSQL's jsonb gives them back, on every driver.
+	p.Args = WriteNumbersOut(p.Args)
+	if p.Metadata != nil {
+		p.Metadata = WriteNumbersOut(p.Metadata)
+	}
 	if p.Priority < 0 {
 		return Invalid("priority", "%d is negative; 0 is the highest priority", p.Priority)
 	}

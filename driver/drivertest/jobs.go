@@ -79,6 +79,10 @@ func testNumbersCounted(h *harness) {
 			switch {
 			case !ok || a.Cmp(b) != 0:
 				h.t.Errorf("%s: %s came back as %.60s, another value", what, given[i], n)
+			case strings.ContainsAny(string(n), "eE"):
+				// Written out in full, as PostgreSQL's jsonb keeps it, so a
+				// handler decodes 1e2 into an int on every driver.
+				h.t.Errorf("%s: %.60s came back as %.60s, with its exponent", what, given[i], n)
 			case len(n) > counted:
 				h.t.Errorf("%s: %s came back as %d characters, more than the %d counted", what, given[i], len(n), counted)
 			}

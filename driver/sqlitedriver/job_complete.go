@@ -215,7 +215,7 @@ func completion(p driver.CompleteParams) (fenced, error) {
 		return fenced{}, fmt.Errorf("complete job %d: %w", p.ID, err)
 	}
 	if len(p.Result) > 0 {
-		result = string(p.Result)
+		result = string(driver.WriteNumbersOut(p.Result)) // as PostgreSQL's jsonb keeps it
 	}
 	return fenced{
 		verb:     "complete",
