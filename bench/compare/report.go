@@ -187,6 +187,9 @@ func (r report) writeTable(w io.Writer) {
 				}
 				putS(res, "heap MiB median 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", first, last, 100*(last-first)/first))
 				putS(res, "heap MiB min..max", fmt.Sprintf("%.1f..%.1f", lo, hi))
+				if rf, rl := rssFifths(res.Heap, res.WorkSeconds); rf > 0 {
+					putS(res, "RSS MiB median 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", rf, rl, 100*(rl-rf)/rf))
+				}
 			}
 		case "latency", "backlog":
 			// Enqueue to start: the enqueue's round trips are in it (River's
@@ -316,6 +319,12 @@ func orQ(s string) string {
 // percent.
 func heapFifths(hs []memSample, win float64) (first, last float64) {
 	return fifths(hs, win, func(h memSample) float64 { return h.HeapMiB })
+}
+
+// rssFifths is heapFifths for the process's resident memory; 0, 0 where it
+// was not read.
+func rssFifths(hs []memSample, win float64) (first, last float64) {
+	return fifths(hs, win, func(h memSample) float64 { return h.RSSMiB })
 }
 
 // heldFifths is heapFifths for the jobs the worker held at each sample, which

@@ -173,17 +173,20 @@ func (t *tracker) completedSeq(seq int64) {
 	}
 }
 
-// verdict counts, over every sequence number handed out, the jobs never completed
-// (lost) and the jobs whose handler ran more than once or whose completion was
-// seen more than once (dup). An execution or completion of no sequence handed
-// out (args that did not parse) counts as a dup: it is a run the tracker cannot
-// place, and dropping it could hide one.
+// verdict counts, over every sequence number handed out, the jobs never completed,
+// or completed without their handler ever running (lost), and the jobs whose
+// handler ran more than once or whose completion was seen more than once
+// (dup). An execution or completion of no sequence handed out (args that did
+// not parse) counts as a dup: it is a run the tracker cannot place, and
+// dropping it could hide one. A completion with no execution counted as
+// neither, so a queue that reported jobs done without running them passed
+// (helper-81).
 func (t *tracker) verdict() (lost, dup int64) {
 	dup = t.stray.Load()
 	n := t.next.Load()
 	for s := int64(0); s < n; s++ {
 		e, d := t.get(s)
-		if d == 0 {
+		if d == 0 || e == 0 {
 			lost++
 		}
 		if e > 1 || d > 1 {
