@@ -2,6 +2,8 @@ package drover
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -93,6 +95,9 @@ func retryable(err error) bool {
 	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidArgument) {
 		return false
 	}
+	if untrustedServer(err) {
+		return false // the same certificate is refused again: sending again changes nothing
+	}
 	var re *RemoteError
 	if errors.As(err, &re) {
 		return re.Status >= 500 || re.Status == http.StatusRequestTimeout || re.Status == http.StatusTooManyRequests
@@ -110,4 +115,19 @@ func retryable(err error) bool {
 // to the DLQ though its handler had run), or once the token is set right.
 func retryableReport(err error) bool {
 	return retryable(err) || errors.Is(err, ErrUnauthorized)
+}
+
+// untrustedServer reports an https server whose certificate the worker's
+// client does not trust (an unknown authority, another host's name, an
+// expired one): a refusal of the server, which no resending changes. A worker
+// taking it for a server that did not answer resent its claims for ever, and a
+// Stop then waited for its collect until the shutdown timeout.
+func untrustedServer(err error) bool {
+	var (
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		hn x509.HostnameError
+		ci x509.CertificateInvalidError
+	)
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
 }

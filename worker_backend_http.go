@@ -67,6 +67,9 @@ func (b *httpBackend) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, tokenCheckFor)
 	defer cancel()
 	err := b.post(ctx, "/internal/heartbeat", struct{}{}, &struct{}{})
+	if untrustedServer(err) {
+		return fmt.Errorf("drover: the server at %s presented a certificate the worker does not trust (give its CA: --cacert, or RemoteConfig.HTTPClient's TLS RootCAs): %w", b.base, err)
+	}
 	if re := (*RemoteError)(nil); errors.As(err, &re) && errors.Is(err, ErrUnauthorized) {
 		// Not the request's path: the heartbeat is only the question.
 		return fmt.Errorf("drover: the server at %s refused the worker's token (%d %s: %s): %w",
