@@ -110,6 +110,9 @@ func NewRemoteWorker(cfg RemoteConfig, wcfg *WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := driver.CheckToken("token", cfg.Token); err != nil {
+		return nil, err
+	}
 	if cfg.WaitSeconds > MaxWaitSeconds {
 		return nil, driver.Invalid("wait_seconds", "%d, at most %d (a server waits at most its own MaxWait, 60 s for drover server)", cfg.WaitSeconds, MaxWaitSeconds)
 	}

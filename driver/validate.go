@@ -258,3 +258,20 @@ func CheckClaim(p ClaimParams) error {
 	}
 	return nil
 }
+
+// CheckToken refuses a bearer token that cannot arrive as given: whitespace
+// around it (HTTP trims a header value, so a server given "secret " compared
+// every client's "secret" with it and refused them all; a token read from a
+// file keeps its line ending), or a control character, which no HTTP client
+// sends (Go's fails the request with its own text). field names it.
+func CheckToken(field, token string) error {
+	if strings.TrimSpace(token) != token {
+		return Invalid(field, "has whitespace around it (a file's line ending?), which HTTP trims from the header it travels in: no client could send it as given")
+	}
+	for _, r := range token {
+		if r < 0x20 || r == 0x7f {
+			return Invalid(field, "has a control character (%U), which no HTTP client sends", r)
+		}
+	}
+	return nil
+}

@@ -278,7 +278,9 @@ func dsn(path string, readOnly bool) (string, error) {
 	if strings.HasPrefix(path, "file:") {
 		if _, query, ok := strings.Cut(path, "?"); ok {
 			if err := checkCallerParams(query, isMemory(path)); err != nil {
-				return "", fmt.Errorf("open sqlite %q: %w", path, err)
+				// Bad input, named so (exit 2 in the CLI), as a bad
+				// PostgreSQL URL is.
+				return "", fmt.Errorf("open sqlite %q: %w", path, driver.Invalid("database_url", "%v", err))
 			}
 			return path + "&" + params, nil
 		}
@@ -287,7 +289,7 @@ func dsn(path string, readOnly bool) (string, error) {
 	// The driver cuts a plain path at its first "?", so a "?" in the name would
 	// silently open another file.
 	if strings.ContainsAny(path, "?") {
-		return "", fmt.Errorf("open sqlite %q: a plain path must not contain '?'; use a file: URI", path)
+		return "", fmt.Errorf("open sqlite %q: %w", path, driver.Invalid("database_url", "a plain path must not contain '?'; use a file: URI"))
 	}
 	return path + "?" + params, nil
 }

@@ -150,7 +150,9 @@ func (g *globals) bench(ctx context.Context, p benchParams) (*benchResult, error
 	for w.Stats().Succeeded.Load() < int64(n) {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("interrupted after %d of %d jobs", w.Stats().Succeeded.Load(), n)
+			// Wrapped, so a signal's cut exits 130 here too (mainWith), as it
+			// does during the enqueue; it exited 1, as for a failure.
+			return nil, fmt.Errorf("interrupted after %d of %d jobs: %w", w.Stats().Succeeded.Load(), n, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -258,7 +258,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 	}{
 		{[]string{"--bogus"}, "unknown flag: --bogus"},
 		{[]string{"jobs", "enqueue", "echo", "--bogus"}, "unknown flag: --bogus"},
-		{[]string{"jobs", "enqueue", "echo", "--priority", "abc"}, `"--priority"`},
+		{[]string{"jobs", "enqueue", "echo", "--priority", "abc"}, `invalid priority: "abc" is not a whole number`},
 		{[]string{"frob"}, `unknown command "frob" for "drover" (see drover --help)`},
 		{[]string{"job"}, "unknown command \"job\" for \"drover\" (see drover --help)\nDid you mean this?"},
 		{[]string{"jobs", "frob"}, `unknown command "frob" for "drover jobs"`},

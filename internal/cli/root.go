@@ -121,6 +121,25 @@ func mainWith(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 
 var errUsage = errors.New("usage")
 
+// numberFlagError is pflag's error for a number flag's value that does not
+// parse, which quotes Go's strconv text.
+var numberFlagError = regexp.MustCompile(`^invalid argument (".*") for "(.+)" flag: strconv\.Parse\w+: parsing ".*": (invalid syntax|value out of range)$`)
+
+// flagError words a flag's parse error as every other bad value is worded:
+// the flag, the value and the reason, without strconv's text ("strconv.ParseInt:
+// parsing \"abc\": invalid syntax").
+func flagError(err error) error {
+	m := numberFlagError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	reason := "is not a whole number"
+	if m[3] == "value out of range" {
+		reason = "is out of range"
+	}
+	return fmt.Errorf("invalid %s: %s %s", strings.TrimLeft(m[2], "-"), m[1], reason)
+}
+
 // envOfFlag finds the variable a flag's help names, "(env DROVER_X)".
 var envOfFlag = regexp.MustCompile(`\(env (DROVER_[A-Z_]+)\)`)
 
@@ -176,7 +195,7 @@ func newRoot(g *globals) *cobra.Command {
 	}
 	// A mistyped flag or value is bad input: exit 2, like every other.
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w: %v (see %s --help)", errUsage, err, cmd.CommandPath())
+		return fmt.Errorf("%w: %v (see %s --help)", errUsage, flagError(err), cmd.CommandPath())
 	})
 	defURL := os.Getenv("DROVER_DATABASE_URL")
 	if defURL == "" {
@@ -253,6 +272,9 @@ func (g *globals) pickServer(cmd *cobra.Command) error {
 		// --server "$URL" with URL unset must not fall back to the database
 		// (a ./drover.db it would create here), as --database-url "" does not.
 		return driver.Invalid("server", "is empty; give the server's URL (e.g. http://127.0.0.1:7420), or leave --server out to work on the database")
+	}
+	if err := driver.CheckToken("token", g.token); err != nil && (g.server != "" || cmd.Flags().Changed("token")) {
+		return err
 	}
 	if cmd.Flags().Changed("token") && !cmd.Flags().Changed("server") && (g.server == "" || cmd.Flags().Changed("database-url")) {
 		// A token says a server was meant: without one the command would

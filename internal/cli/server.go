@@ -16,10 +16,12 @@ import (
 // serverFlags configure the HTTP API (server and dev).
 type serverFlags struct {
 	addr, adminToken, workerToken, tlsCert, tlsKey string
+	cmd                                            *cobra.Command // to tell a token given empty from none
 }
 
 func (s *serverFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
+	s.cmd = cmd
 	f.StringVar(&s.addr, "addr", envOr("DROVER_ADDR", server.DefaultAddr), "address to listen on (env DROVER_ADDR)")
 	f.StringVar(&s.adminToken, "admin-token", os.Getenv("DROVER_ADMIN_TOKEN"), "bearer token for every endpoint (env DROVER_ADMIN_TOKEN)")
 	f.StringVar(&s.workerToken, "worker-token", os.Getenv("DROVER_WORKER_TOKEN"), "bearer token for /internal/* only (env DROVER_WORKER_TOKEN)")
@@ -41,6 +43,21 @@ func (s *serverFlags) validate() error {
 	}
 	if (s.tlsCert == "") != (s.tlsKey == "") {
 		return driver.Invalid("tls", "give both --tls-cert and --tls-key, or neither")
+	}
+	// --admin-token "$TOKEN" with TOKEN unset turned authentication off
+	// without a word, as --server "$URL" is refused for.
+	for _, t := range []struct{ flag, env, field, val string }{
+		{"admin-token", "DROVER_ADMIN_TOKEN", "admin_token", s.adminToken},
+		{"worker-token", "DROVER_WORKER_TOKEN", "worker_token", s.workerToken},
+	} {
+		env, inEnv := os.LookupEnv(t.env)
+		given := s.cmd != nil && s.cmd.Flags().Changed(t.flag)
+		if t.val == "" && (given || (inEnv && env == "")) {
+			return driver.Invalid(t.field, "is empty (--%s or %s); give a token, or leave both out to serve without one", t.flag, t.env)
+		}
+		if err := driver.CheckToken(t.field, t.val); err != nil {
+			return err
+		}
 	}
 	if s.adminToken != "" && s.adminToken == s.workerToken {
 		return driver.Invalid("worker_token", "must differ from the admin token")
