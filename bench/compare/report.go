@@ -188,7 +188,7 @@ func (r report) writeTable(w io.Writer) {
 				putS(res, "heap MiB median 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", first, last, 100*(last-first)/first))
 				putS(res, "heap MiB min..max", fmt.Sprintf("%.1f..%.1f", lo, hi))
 				if rf, rl := rssFifths(res.Heap, res.WorkSeconds); rf > 0 {
-					putS(res, "RSS MiB median 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", rf, rl, 100*(rl-rf)/rf))
+					putS(res, "anon RSS MiB 1st→5th fifth", fmt.Sprintf("%.1f→%.1f (%+.0f%%)", rf, rl, 100*(rl-rf)/rf))
 				}
 			}
 		case "latency", "backlog":
@@ -321,9 +321,12 @@ func heapFifths(hs []memSample, win float64) (first, last float64) {
 	return fifths(hs, win, func(h memSample) float64 { return h.HeapMiB })
 }
 
-// rssFifths is heapFifths for the process's resident memory; 0, 0 where it
-// was not read.
+// rssFifths is heapFifths for the process's resident anonymous memory; 0, 0
+// where it was not read.
 func rssFifths(hs []memSample, win float64) (first, last float64) {
+	if len(hs) == 0 || hs[0].RSSMiB <= 0 {
+		return 0, 0
+	}
 	return fifths(hs, win, func(h memSample) float64 { return h.RSSMiB })
 }
 

@@ -187,12 +187,12 @@ func targets(results []result) []target {
 			}
 			t.met = math.Abs(change) <= targetHeap
 			// SQLite's memory is outside the Go heap (modernc.org/libc's
-			// own), so its worker is judged on the process's resident
-			// memory too, which holds it.
+			// own): said beside the verdict, which is the Go heap's, as the
+			// process's resident anonymous memory, which holds it. Its page
+			// caches fill as the table grows, up to cache_size a connection
+			// (README, Performance).
 			if rf, rl := rssFifths(r.Heap, r.WorkSeconds); strings.HasSuffix(sys, "-sqlite") && rf > 0 {
-				rc := (rl - rf) / rf
-				t.figure += fmt.Sprintf("; process RSS %.1f → %.1f MiB, %+.0f%%", rf, rl, 100*rc)
-				t.met = t.met && math.Abs(rc) <= targetHeap
+				t.figure += fmt.Sprintf("; the process's anonymous RSS, with SQLite's own memory, %.1f → %.1f MiB, %+.0f%% (not judged)", rf, rl, 100*(rl-rf)/rf)
 			}
 		}
 		ts = append(ts, t)

@@ -66,10 +66,12 @@ type memSample struct {
 	// InFlight is how many jobs had entered their handler and were not yet
 	// seen durably finished: the jobs whose memory a sample holds.
 	InFlight int64 `json:"in_flight"`
-	// RSSMiB is the process's resident memory (0 where it cannot be read):
-	// what SQLite's own allocations (modernc.org/libc's, outside the Go heap:
-	// its page caches, prepared statements) show in, which HeapMiB cannot.
+	// RSSMiB is the process's resident anonymous memory (0 where it cannot
+	// be read), which holds SQLite's own allocations (modernc.org/libc's: its
+	// page caches, prepared statements) that HeapMiB cannot see, and GoMiB
+	// what the Go runtime has mapped, less what it released.
 	RSSMiB float64 `json:"rss_mib,omitempty"`
+	GoMiB  float64 `json:"go_mib,omitempty"`
 	// Held is how many jobs the worker had claimed and not yet seen durably
 	// finished (Drover only, from its Observer): in flight, or waiting in the
 	// worker for a slot.
@@ -217,7 +219,7 @@ func burnDown(ctx context.Context, s system, o opts) result {
 
 func sampleHeap(t *tracker, since time.Time) memSample {
 	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
 	// The tracker's chunks that fell back to the Go heap, and its own two
 	// arrays of chunk pointers (1 MiB, which the figure counted as the
@@ -228,6 +230,7 @@ func sampleHeap(t *tracker, since time.Time) memSample {
 		HeapMiB:  float64(int64(s[0].Value.Uint64())-tb) / (1 << 20),
 		TrackMiB: float64(tb) / (1 << 20),
 		RSSMiB:   float64(residentBytes()) / (1 << 20),
+		GoMiB:    float64(s[1].Value.Uint64()-s[2].Value.Uint64()) / (1 << 20),
 		InFlight: t.executed.Load() - t.completed.Load(),
 		Held:     max(0, t.claimed.Load()-t.completed.Load()),
 	}
