@@ -237,6 +237,14 @@ func (s *Server) register() []route {
 	}))
 	s.unclean = s.wrap("unmatched", scopeOpen, func(w http.ResponseWriter, r *http.Request) error {
 		p := r.URL.EscapedPath()
+		if strings.Contains(strings.TrimLeft(p, "/"), "//") {
+			// Not a base URL's trailing slash: a segment left empty, where
+			// a job id or a queue name goes (a client's variable that was
+			// empty). Its clean form is another path (/jobs//cancel is not
+			// /jobs/cancel), so none is offered.
+			return &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf(
+				"no endpoint %s: a segment of the path is empty, where a job id or a queue name goes (a variable left empty?)", p)}
+		}
 		return &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf(
 			"no endpoint %s: the path is not in clean form (an empty, . or .. segment; a base URL ending in / gives //); did you mean %s?", p, cleanPath(p))}
 	})
