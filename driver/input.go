@@ -244,18 +244,43 @@ func decodeTokens(field string, raw []byte) error {
 // checkTokens applies CheckJSON's string and number rules to valid JSON in one
 // pass without allocating: it runs for every enqueue and every result, where a
 // json.Decoder took an eighth of a loaded worker's CPU (pprof). In valid JSON a
-// NUL can only be the escape \u0000, and a number is a run of number bytes
-// outside a string. It returns how many bytes longer raw is with its numbers
-// written out in full (numberFits).
+// NUL can only be the escape \u0000. It returns how many bytes longer raw is
+// with its numbers written out in full (numberFits).
 func checkTokens(field string, raw []byte) (growth int, err error) {
+	err = scanJSON(raw, func(i int) error {
+		if raw[i+1] == 'u' && string(raw[i+2:i+6]) == "0000" {
+			return Invalid(field, "contains a NUL character (\\u0000)")
+		}
+		return nil
+	}, func(i, j int) error {
+		full, ok := numberFits(unsafeString(raw[i:j]))
+		if !ok {
+			return errNumber(field)
+		}
+		growth += max(0, full-(j-i))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return growth, nil
+}
+
+// scanJSON walks valid JSON raw once: escape(i) at each backslash in a string
+// (raw[i] is the backslash; nil: none), and number(i, j) at each number,
+// raw[i:j], a run of number bytes outside a string. An error from either ends
+// the walk with it.
+func scanJSON(raw []byte, escape func(i int) error, number func(i, j int) error) error {
 	inString := false
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		if inString {
 			switch c {
 			case '\\':
-				if raw[i+1] == 'u' && string(raw[i+2:i+6]) == "0000" {
-					return 0, Invalid(field, "contains a NUL character (\\u0000)")
+				if escape != nil {
+					if err := escape(i); err != nil {
+						return err
+					}
 				}
 				i++ // the escaped byte; a \u escape's hex digits are plain bytes
 			case '"':
@@ -271,15 +296,13 @@ func checkTokens(field string, raw []byte) (growth int, err error) {
 			for j < len(raw) && strings.IndexByte("+-.0123456789eE", raw[j]) >= 0 {
 				j++
 			}
-			full, ok := numberFits(unsafeString(raw[i:j]))
-			if !ok {
-				return 0, errNumber(field)
+			if err := number(i, j); err != nil {
+				return err
 			}
-			growth += max(0, full-(j-i))
 			i = j - 1
 		}
 	}
-	return growth, nil
+	return nil
 }
 
 // checkEscapes finds \u escapes of lone surrogates in valid JSON.
@@ -330,33 +353,13 @@ func errNumber(field string) error {
 func WriteNumbersOut(raw json.RawMessage) json.RawMessage {
 	var out []byte // nil until the first number with an exponent
 	last := 0      // raw[last:] is not in out yet
-	inString := false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
+	_ = scanJSON(raw, nil, func(i, j int) error {
+		if n := raw[i:j]; bytes.ContainsAny(n, "eE") {
+			out = append(append(out, raw[last:i]...), writtenOut(string(n))...)
+			last = j
 		}
-		switch {
-		case c == '"':
-			inString = true
-		case c == '-' || (c >= '0' && c <= '9'):
-			j := i
-			for j < len(raw) && strings.IndexByte("+-.0123456789eE", raw[j]) >= 0 {
-				j++
-			}
-			if n := string(raw[i:j]); strings.ContainsAny(n, "eE") {
-				out = append(append(out, raw[last:i]...), writtenOut(n)...)
-				last = j
-			}
-			i = j - 1
-		}
-	}
+		return nil
+	})
 	if out == nil {
 		return raw
 	}
