@@ -104,23 +104,31 @@ func CheckJSON(field string, raw json.RawMessage) error {
 // comes back as 301 digits. Counted as given, a megabyte of such numbers was
 // stored and answered as 150 MB on PostgreSQL and as one on SQLite.
 func CheckJSONSize(field string, raw json.RawMessage) (int, error) {
+	size, _, err := checkJSONSize(field, raw)
+	return size, err
+}
+
+// checkJSONSize is CheckJSONSize that also says whether a number of raw has
+// an exponent, which WriteNumbersOut would write out: without one it need not
+// walk raw again.
+func checkJSONSize(field string, raw json.RawMessage) (size int, exponent bool, err error) {
 	if len(raw) == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
 	if !utf8.Valid(raw) {
-		return 0, Invalid(field, "is not valid UTF-8")
+		return 0, false, Invalid(field, "is not valid UTF-8")
 	}
 	if err := checkEscapes(raw); err != nil {
-		return 0, Invalid(field, "%v", err)
+		return 0, false, Invalid(field, "%v", err)
 	}
 	if json.Valid(raw) {
-		growth, err := checkTokens(field, raw)
+		growth, exponent, err := checkTokens(field, raw)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
-		return len(raw) + growth, checkKeys(field, raw)
+		return len(raw) + growth, exponent, checkKeys(field, raw)
 	}
-	return 0, decodeTokens(field, raw) // it names what is wrong and where
+	return 0, false, decodeTokens(field, raw) // it names what is wrong and where
 }
 
 // keysInLine is how many keys of one object checkKeys compares one by one
@@ -245,8 +253,9 @@ func decodeTokens(field string, raw []byte) error {
 // pass without allocating: it runs for every enqueue and every result, where a
 // json.Decoder took an eighth of a loaded worker's CPU (pprof). In valid JSON a
 // NUL can only be the escape \u0000. It returns how many bytes longer raw is
-// with its numbers written out in full (numberFits).
-func checkTokens(field string, raw []byte) (growth int, err error) {
+// with its numbers written out in full (numberFits), and whether one of them
+// has an exponent.
+func checkTokens(field string, raw []byte) (growth int, exponent bool, err error) {
 	err = scanJSON(raw, func(i int) error {
 		if raw[i+1] == 'u' && string(raw[i+2:i+6]) == "0000" {
 			return Invalid(field, "contains a NUL character (\\u0000)")
@@ -258,12 +267,13 @@ func checkTokens(field string, raw []byte) (growth int, err error) {
 			return errNumber(field)
 		}
 		growth += max(0, full-(j-i))
+		exponent = exponent || bytes.ContainsAny(raw[i:j], "eE")
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return growth, nil
+	return growth, exponent, nil
 }
 
 // scanJSON walks valid JSON raw once: escape(i) at each backslash in a string

@@ -25,7 +25,7 @@ func FuzzCheckTokens(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		_, got := checkTokens("f", raw)
+		_, _, got := checkTokens("f", raw)
 		want := decodeTokens("f", raw)
 		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
 			t.Fatalf("checkTokens(%q) = %v, decoder says %v", raw, got, want)

@@ -89,15 +89,15 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 	if len(trimJSONSpace(p.Args)) == 0 {
 		p.Args = json.RawMessage("{}")
 	}
-	argsSize, err := validateObject("args", p.Args)
+	argsSize, argsExp, err := validateObject("args", p.Args)
 	if err != nil {
 		return err
 	}
-	metaSize := 0
+	metaSize, metaExp := 0, false
 	if len(p.Metadata) == 0 {
 		p.Metadata = nil // empty is none, on every driver (PostgreSQL would refuse '' as jsonb)
 	} else {
-		if metaSize, err = validateObject("metadata", p.Metadata); err != nil {
+		if metaSize, metaExp, err = validateObject("metadata", p.Metadata); err != nil {
 			return err
 		}
 	}
@@ -112,9 +112,12 @@ func ValidateInsert(p *InsertParams, lim Limits) error {
 			"args (%s) and metadata (%s) are %d bytes together, the limit is %d",
 			SizeText(len(p.Args), argsSize), SizeText(len(p.Metadata), metaSize), n, max)}
 	}
-	// Numbers as PostgreSQL's jsonb gives them back, on every driver.
-	p.Args = WriteNumbersOut(p.Args)
-	if p.Metadata != nil {
+	// Numbers as PostgreSQL's jsonb gives them back, on every driver (only
+	// an object with an exponent is walked again).
+	if argsExp {
+		p.Args = WriteNumbersOut(p.Args)
+	}
+	if metaExp {
 		p.Metadata = WriteNumbersOut(p.Metadata)
 	}
 	if p.Priority < 0 {
@@ -202,19 +205,19 @@ func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
 // validateObject requires a JSON object without NUL characters (PostgreSQL's jsonb
 // rejects \u0000, so both drivers refuse it alike) and returns the size a
 // limit counts (CheckJSONSize), whitespace around it included.
-func validateObject(field string, raw json.RawMessage) (int, error) {
+func validateObject(field string, raw json.RawMessage) (size int, exponent bool, err error) {
 	t := trimJSONSpace(raw)
 	if len(t) > 0 && !json.Valid(t) {
 		// Before the type: `notjson` is not JSON, not null.
-		return 0, Invalid(field, "is not valid JSON")
+		return 0, false, Invalid(field, "is not valid JSON")
 	}
 	if len(t) == 0 || t[0] != '{' {
-		return 0, Invalid(field, "must be a JSON object, got %s", describeJSON(t))
+		return 0, false, Invalid(field, "must be a JSON object, got %s", describeJSON(t))
 	}
 	// What PostgreSQL's jsonb cannot store (NUL, lone surrogates, invalid UTF-8,
 	// huge numbers) is refused on both drivers alike.
-	n, err := CheckJSONSize(field, t)
-	return n + len(raw) - len(t), err
+	n, exponent, err := checkJSONSize(field, t)
+	return n + len(raw) - len(t), exponent, err
 }
 
 func describeJSON(t []byte) string {
