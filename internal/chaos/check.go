@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -132,6 +133,21 @@ func check(h *history) verdict {
 			v.Indeterminate++
 		}
 	}
+	// Every enqueue of a seq, its retries included, names the seq's
+	// idempotency key, so a seq has one job at most, acknowledged or not:
+	// a seq never acknowledged was exempt below, however many jobs it had.
+	perSeq := map[int64][]int64{}
+	for _, j := range h.Jobs {
+		if s := seqOf(j); s >= 0 {
+			perSeq[s] = append(perSeq[s], j.ID)
+		}
+	}
+	for s, ids := range perSeq {
+		if len(ids) > 1 {
+			v.Unexpected += len(ids) - 1
+			v.example("seq %d, one idempotency key, has %d jobs %v", s, len(ids), ids)
+		}
+	}
 	for _, j := range h.Jobs {
 		_, inLedger := ledgerIDs[j.ID]
 		if !inLedger && !h.Probes[j.ID] {
@@ -230,9 +246,33 @@ func check(h *history) verdict {
 		}
 	}
 	for _, j := range h.Jobs {
-		if j.Kind == KindWork && j.Status == lifecycle.StatusSucceeded && len(perJob[j.ID]) == 0 {
-			v.MissingEffects++
-			v.example("job %d succeeded but its handler never recorded an effect", j.ID)
+		if j.Kind != KindWork {
+			continue
+		}
+		// The attempt that succeeded ran its handler, which records its
+		// effect before it returns and returns its seq: any effect (of an
+		// earlier attempt, on a worker killed since) did not show it, nor
+		// that the result is this job's (helper-83).
+		if j.Status == lifecycle.StatusSucceeded {
+			if !slices.ContainsFunc(perJob[j.ID], func(e effect) bool { return e.Attempt == j.Attempt }) {
+				v.MissingEffects++
+				v.example("job %d succeeded by attempt %d, whose handler never recorded an effect", j.ID, j.Attempt)
+			}
+			var r struct {
+				Seq *int64 `json:"seq"`
+			}
+			if jsonUnmarshal(j.Result, &r) != nil || r.Seq == nil || *r.Seq != seqOf(j) {
+				v.Unexpected++
+				v.example("job %d (seq %d) succeeded with result %s, not its handler's", j.ID, seqOf(j), j.Result)
+			}
+		}
+		// A handler runs under a claim's attempt: an effect of an attempt
+		// the job never reached ran under no claim.
+		for _, e := range perJob[j.ID] {
+			if e.Attempt < 1 || e.Attempt > j.Attempt {
+				v.DupViolations++
+				v.example("effect of job %d attempt %d by %s: the job never reached that attempt (it is at %d)", j.ID, e.Attempt, e.Worker, j.Attempt)
+			}
 		}
 	}
 	window := 2*h.Lease + 2*time.Second

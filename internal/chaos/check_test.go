@@ -20,7 +20,7 @@ func okJob(id, seq int64, attempts int) (*driver.Job, []lifecycle.Event) {
 	args, _ := json.Marshal(workArgs{Seq: seq})
 	fin := at(1000 * attempts)
 	j := &driver.Job{ID: id, Kind: KindWork, Queue: "default", Status: lifecycle.StatusSucceeded, Args: args,
-		Attempt: attempts, Executions: attempts, MaxAttempts: 25, Result: json.RawMessage(`{}`), FinishedAt: &fin}
+		Attempt: attempts, Executions: attempts, MaxAttempts: 25, Result: json.RawMessage(fmt.Sprintf(`{"seq":%d}`, seq)), FinishedAt: &fin}
 	evs := []lifecycle.Event{{JobID: id, Seq: 1, Type: lifecycle.EventEnqueued, To: lifecycle.StatusQueued, At: at(0)}}
 	s := int64(1)
 	add := func(typ lifecycle.EventType, from, to lifecycle.Status, attempt, ms int) {

@@ -50,6 +50,7 @@ func (h *harness) checkAll(ctx context.Context) error {
 	s.Cancels = h.cancels.acked()
 	s.ProbeFailures = len(h.probes.failures)
 	s.Problems = append(s.Problems, h.probes.failures...)
+	s.RefusedEnqueues = h.led.refused
 	if h.led.refused > 0 {
 		s.Problems = append(s.Problems, fmt.Sprintf("%d valid enqueues were refused", h.led.refused))
 	}

@@ -40,6 +40,11 @@ type Summary struct {
 	DupViolations    int `json:"dup_effect_violations"`
 	LeaderOverlaps   int `json:"leader_overlaps"`
 	ProbeFailures    int `json:"probe_failures"`
+	// RefusedEnqueues are valid enqueues the system refused: the harness
+	// sends only valid ones, and drops a refused one's seq from its ledger,
+	// so no other check sees the job. Recorded only as a problem, a run with
+	// them passed (helper-83).
+	RefusedEnqueues int `json:"refused_enqueues"`
 
 	// Must be at least Pauses.
 	StaleRejected int `json:"stale_rejected"`
@@ -87,6 +92,14 @@ func (s *Summary) String() string {
 	if s.FalseAcks+s.Failed+s.MissingEffects > 0 {
 		f = append(f, fmt.Sprintf("false_acks=%d failed=%d missing_effects=%d", s.FalseAcks, s.Failed, s.MissingEffects))
 	}
+	if s.RefusedEnqueues > 0 {
+		f = append(f, fmt.Sprintf("refused_enqueues=%d", s.RefusedEnqueues))
+	}
+	if s.Indeterminate > 0 {
+		// Enqueues never acknowledged: their jobs are checked for being one
+		// a seq (its idempotency key), not for being there.
+		f = append(f, fmt.Sprintf("indeterminate=%d", s.Indeterminate))
+	}
 	return strings.Join(f, " ")
 }
 
@@ -113,6 +126,7 @@ func (s *Summary) Failures() []string {
 	must("dup_effect_violations", s.DupViolations)
 	must("leader_overlaps", s.LeaderOverlaps)
 	must("probe_failures", s.ProbeFailures)
+	must("refused_enqueues", s.RefusedEnqueues)
 	if s.StaleRejected < s.Pauses {
 		out = append(out, fmt.Sprintf("stale_rejected=%d < pauses=%d: a paused worker's late writes were not all seen rejected", s.StaleRejected, s.Pauses))
 	}

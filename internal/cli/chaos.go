@@ -64,10 +64,14 @@ func newChaosCmd(g *globals) *cobra.Command {
 			} else {
 				fmt.Fprintln(g.stdout, sum.String())
 			}
+			// What went wrong that no check judges (a leader kill with no
+			// successor in time, a pause that saw no late write refused) is
+			// printed whether the run passed or not: printed only beside a
+			// failure, nobody saw it (helper-83).
+			for _, p := range sum.Problems {
+				fmt.Fprintln(g.stderr, "  ", p)
+			}
 			if f := sum.Failures(); len(f) > 0 {
-				for _, p := range sum.Problems {
-					fmt.Fprintln(g.stderr, "  ", p)
-				}
 				return fmt.Errorf("chaos checks failed: %s", strings.Join(f, "; "))
 			}
 			return nil
