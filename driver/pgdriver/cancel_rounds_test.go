@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover/driver"
+	"github.com/drover-dev/drover/driver/pgdriver"
 	"github.com/drover-dev/drover/internal/testdb"
 	"github.com/drover-dev/drover/lifecycle"
 )
@@ -39,17 +39,8 @@ func (h *cancelHook) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 func TestCancelOutlastsChangesWhileItWaits(t *testing.T) {
 	ctx := context.Background()
 	hook := &cancelHook{}
-	_, d := driverOnPool(t, testdb.PostgresURL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = hook })
-	t.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	insertWaiting(t, d, 1)
-	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true})
-	if err != nil || len(jobs) != 1 {
-		t.Fatal(jobs, err)
-	}
-	id := jobs[0].ID
+	d, running := runningJobTraced(t, hook)
+	id := running.ID
 
 	// hold takes the job's row lock in a transaction of its own, if no one
 	// holds it (nil if someone does: the cancel itself, which then waits for
@@ -135,4 +126,22 @@ func TestCancelOutlastsChangesWhileItWaits(t *testing.T) {
 	if got.err != nil || got.j == nil || got.j.Status != lifecycle.StatusCanceled || cur.Status != lifecycle.StatusCanceled {
 		t.Fatalf("cancel of a job whose status changed while it waited = %v, %v; job is %s, want canceled", got.j, got.err, cur.Status)
 	}
+}
+
+// runningJobTraced opens a migrated driver whose pool's queries go through
+// tracer, and gives it one job, claimed and started by worker "w".
+func runningJobTraced(t *testing.T, tracer pgx.QueryTracer) (*pgdriver.Driver, *driver.Job) {
+	t.Helper()
+	ctx := context.Background()
+	_, d := tracedDriver(t, testdb.PostgresURL(t), tracer)
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insertWaiting(t, d, 1)
+	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true})
+	if err != nil || len(jobs) != 1 {
+		t.Fatal(jobs, err)
+	}
+	return d, jobs[0]
 }

@@ -8,10 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/drover-dev/drover/driver"
-	"github.com/drover-dev/drover/internal/testdb"
 )
 
 // holderReadFails makes the heartbeat's second read, whether the holder's
@@ -41,17 +39,7 @@ func (h *holderReadFails) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQue
 func TestHeartbeatOfACanceledJobWhoseReadFailsIsNoLostLease(t *testing.T) {
 	ctx := context.Background()
 	hook := &holderReadFails{}
-	_, d := driverOnPool(t, testdb.PostgresURL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = hook })
-	t.Cleanup(func() { _ = d.Close() })
-	if err := d.MigrateUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	insertWaiting(t, d, 1)
-	jobs, err := d.JobClaim(ctx, driver.ClaimParams{Queues: []string{"q"}, Limit: 1, Owner: "w", Start: true})
-	if err != nil || len(jobs) != 1 {
-		t.Fatal(jobs, err)
-	}
-	j := jobs[0]
+	d, j := runningJobTraced(t, hook)
 	if _, err := d.JobCancel(ctx, driver.CancelParams{ID: j.ID, Actor: "operator"}); err != nil {
 		t.Fatal(err)
 	}
