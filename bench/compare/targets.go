@@ -192,7 +192,7 @@ func targets(results []result) []target {
 			// caches fill as the table grows, up to cache_size a connection
 			// (README, Performance).
 			if rf, rl := rssFifths(r.Heap, r.WorkSeconds); strings.HasSuffix(sys, "-sqlite") && rf > 0 {
-				t.figure += fmt.Sprintf("; the process's anonymous RSS, with SQLite's own memory, %.1f → %.1f MiB, %+.0f%% (not judged)", rf, rl, 100*(rl-rf)/rf)
+				t.figure += fmt.Sprintf("; the process's anonymous RSS (less the harness's tracker), with SQLite's own memory, %.1f → %.1f MiB, %+.0f%% (not judged)", rf, rl, 100*(rl-rf)/rf)
 			}
 		}
 		ts = append(ts, t)

@@ -29,6 +29,7 @@ type tracker struct {
 	completed atomic.Int64 // durable completions
 	lastDone  atomic.Int64 // unix nanos of the latest completion
 	bytes     atomic.Int64 // Go heap held by the chunks (see newTrackChunk)
+	mapped    atomic.Int64 // anonymous memory mapped for the chunks outside the Go heap
 	stray     atomic.Int64 // executions or completions of no sequence handed out (unparsable args)
 
 	// watch, when set, gets the sequence number of every completion (non-blocking).
@@ -73,6 +74,8 @@ func (t *tracker) ensure(c int64) {
 	t.chunks[c].Store(ch)
 	if onHeap {
 		t.bytes.Add(int64(unsafe.Sizeof(trackChunk{})))
+	} else {
+		t.mapped.Add(int64(unsafe.Sizeof(trackChunk{})))
 	}
 	if t.latencies {
 		t.times[c].Store(new(timeChunk))
