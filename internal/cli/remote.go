@@ -171,7 +171,7 @@ func (r *remoteAPI) do(ctx context.Context, method, path string, query url.Value
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error.Message == "" {
-			return resp.StatusCode, fmt.Errorf("server %s: %s %s: HTTP %d", r.base, method, path, resp.StatusCode)
+			return resp.StatusCode, fmt.Errorf("server %s: %s %s: HTTP %d%s", r.base, method, path, resp.StatusCode, notDrover(r.base, data))
 		}
 		return resp.StatusCode, &remoteError{resp.StatusCode, e.Error.Code, e.Error.Message}
 	}
@@ -181,6 +181,25 @@ func (r *remoteAPI) do(ctx context.Context, method, path string, query url.Value
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// notDrover says what answered, when an error answer is not a drover
+// server's: the first line of its body, and what to do where Go's TLS server
+// answered an http:// request (an https port given as http://).
+func notDrover(base *url.URL, body []byte) string {
+	line, _, _ := bytes.Cut(bytes.TrimSpace(body), []byte("\n"))
+	if len(line) == 0 {
+		return " with no body (not a drover server's answer)"
+	}
+	text := strings.ToValidUTF8(string(line), "?")
+	if r := []rune(text); len(r) > 200 {
+		text = string(r[:200]) + "…"
+	}
+	msg := fmt.Sprintf(": %q (not a drover server's answer)", text)
+	if base.Scheme == "http" && strings.Contains(text, "HTTP request to an HTTPS server") {
+		msg += fmt.Sprintf("; the server speaks TLS: give --server https://%s", base.Host)
+	}
+	return msg
 }
 
 // maxAnswerBytes bounds what the command reads of one answer: a list of
