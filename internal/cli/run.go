@@ -113,6 +113,39 @@ func (n *nodeFlags) queueMap() (map[string]int, error) {
 	return m, nil
 }
 
+// checkNATSURL refuses a --nats-url that cannot name a server, as the NATS
+// client reads it (a comma-separated list; nats:// where a URL has no scheme),
+// before anything is opened: it was a failure to connect, exit 1.
+func checkNATSURL(urls string) error {
+	if urls == "" {
+		return nil
+	}
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		// The URL is not repeated: it may hold a password or a token.
+		which := "the URL"
+		if len(parts) > 1 {
+			which = fmt.Sprintf("URL %d of %d", i+1, len(parts))
+		}
+		p, err := url.Parse(u)
+		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // its text repeats the URL
+			}
+			return driver.Invalid("nats-url", "%s does not parse: %v", which, err)
+		}
+		if p.Hostname() == "" {
+			return driver.Invalid("nats-url", "%s names no host", which)
+		}
+	}
+	return nil
+}
+
 // nodeOpts says what one process runs.
 type nodeOpts struct {
 	flags   *nodeFlags
@@ -135,6 +168,9 @@ func (g *globals) runNode(ctx context.Context, o nodeOpts) error {
 		if err := o.server.validate(); err != nil {
 			return err
 		}
+	}
+	if err := checkNATSURL(n.natsURL); err != nil {
+		return err
 	}
 	id := n.id
 	if id == "" {
