@@ -166,9 +166,9 @@ func (d *Driver) JobHeartbeat(ctx context.Context, p driver.HeartbeatParams) (dr
 	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		return driver.HeartbeatResult{}, fmt.Errorf("heartbeat job %d: %w", p.ID, err)
 	}
-	now := clock(p.Now)
 	var res driver.HeartbeatResult
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		now := clock(p.Now) // once the write lock is held, as the claim's
 		before, err := mustGetJob(ctx, tx, "heartbeat", p.ID)
 		if err != nil {
 			return err

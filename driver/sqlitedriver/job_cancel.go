@@ -16,13 +16,13 @@ func (d *Driver) JobCancel(ctx context.Context, p driver.CancelParams) (*driver.
 	if err := driver.CheckRequestID(p.RequestID); err != nil {
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err) // as PostgreSQL's driver refuses it
 	}
-	now := clock(p.Now)
 	actor := p.Actor
 	if actor == "" {
 		actor = actorOperator
 	}
 	var j *driver.Job
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		now := clock(p.Now) // once the write lock is held: the log's times keep its order
 		before, err := mustGetJob(ctx, tx, "cancel", p.ID)
 		if err != nil {
 			return err

@@ -34,10 +34,15 @@ func (d *Driver) JobClaim(ctx context.Context, p driver.ClaimParams) ([]*driver.
 	if limit <= 0 {
 		limit = 1
 	}
-	now := clock(p.Now)
-	expires := micros(now.Add(p.LeaseDuration))
 	jobs := []*driver.Job{}
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		// Read once the write lock is held, as the reaper reads it: a claim
+		// that waited for the lock (another process's write, the one write
+		// connection's queue) was granted a lease counted from before the
+		// wait, already expired if the wait passed it, and a reap right after
+		// took the job back with an execution used, none run.
+		now := clock(p.Now)
+		expires := micros(now.Add(p.LeaseDuration))
 		if p.RequestID != "" {
 			replay, ok, err := claimReplay(ctx, tx, p)
 			if err != nil || ok {

@@ -16,9 +16,10 @@ import (
 // idempotency key exists already (in the table or earlier in params) come back
 // with Existing = true.
 func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	now := time.Now().UTC()
 	var results []driver.InsertResult
+	var now time.Time
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		now = time.Now().UTC() // once the write lock is held: created_at keeps the log's order
 		var err error
 		results, err = insertMany(ctx, tx, params, now)
 		return err

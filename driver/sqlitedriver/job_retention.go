@@ -43,13 +43,14 @@ func (d *Driver) JobDeleteFinished(ctx context.Context, p driver.DeleteFinishedP
 // with Replayed set and nothing is written (the write transaction makes the
 // look-up and the insert one step).
 func (d *Driver) JobDLQRequeue(ctx context.Context, p driver.DLQRequeueParams) (*driver.Job, error) {
-	now := time.Now().UTC()
 	actor := p.Actor
 	if actor == "" {
 		actor = actorOperator
 	}
 	var res driver.InsertResult
+	var now time.Time
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		now = time.Now().UTC() // once the write lock is held
 		old, err := mustGetJob(ctx, tx, "DLQ requeue", p.ID)
 		if err != nil {
 			return err
