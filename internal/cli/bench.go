@@ -42,7 +42,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Long: "Starts a worker, enqueues --jobs no-op jobs in batches on a fresh queue, and waits until all\n" +
 			"succeeded. Throughput is jobs / seconds from the first enqueue to the last completion;\n" +
 			"latency is from a job's created_at to its handler starting.\n" +
-			"Without --database-url (or DROVER_DATABASE_URL) it uses a fresh SQLite file in a temporary directory.",
+			"Without --database-url (or DROVER_DATABASE_URL) it uses a fresh SQLite file in a temporary directory,\n" +
+			"not the default ./drover.db listed below, so that a bench never fills a dev database.",
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if jobs < 1 {
