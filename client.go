@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/drover-dev/drover/driver"
 	"github.com/drover-dev/drover/driver/pgdriver"
@@ -178,14 +177,18 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx any, params []EnqueuePara
 
 // publish sends a wake-up pointer per new job that is ready now. A failure is
 // logged, not returned: the jobs are stored, and wake-ups are only hints.
+//
+// A job is ready now when its run_at is not after its created_at: both are
+// the database's clock, which claims compare run_at with. This process's clock
+// may run behind the database's, and then took every job enqueued for now for
+// a scheduled one (helper-86): no pointer, and the job waited for a poll.
 func (c *Client) publish(ctx context.Context, res []driver.InsertResult) {
 	if c.cfg.Wakeups == nil {
 		return
 	}
-	now := time.Now()
 	var ps []wakeup.Pointer
 	for _, r := range res {
-		if j := r.Job; !r.Existing && j.Status == lifecycle.StatusQueued && !j.RunAt.After(now) {
+		if j := r.Job; !r.Existing && j.Status == lifecycle.StatusQueued && !j.RunAt.After(j.CreatedAt) {
 			ps = append(ps, wakeup.Pointer{Queue: j.Queue, JobID: j.ID})
 		}
 	}
