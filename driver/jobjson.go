@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"time"
@@ -62,7 +63,17 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		s := TimeoutSeconds(j.Timeout)
 		w.TimeoutSeconds = &s
 	}
-	return json.Marshal(w)
+	// Without HTML's escapes: json.Marshal wrote every <, > and & of the args,
+	// metadata and texts as \u003c (six bytes for one), whatever the caller's
+	// encoder was set to, and a listing bounded by its jobs' bytes
+	// (ListParams.MaxBytes) came out up to six times its bound (helper-90).
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // TimeoutSeconds is a timeout as the wire shape writes it: seconds, the

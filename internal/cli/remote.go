@@ -163,8 +163,12 @@ func (r *remoteAPI) do(ctx context.Context, method, path string, query url.Value
 	}
 	if len(data) > maxAnswerBytes {
 		// Cut short, it failed to decode as "unexpected end of JSON input".
-		return resp.StatusCode, fmt.Errorf("server %s: %s %s: the answer is over %d MiB; ask for fewer jobs (--limit)",
-			r.base, method, path, maxAnswerBytes>>20)
+		hint := "" // one job's answer (jobs show) has no fewer to ask for
+		if path == "/jobs" || path == "/dlq" {
+			hint = "; ask for fewer jobs (--limit)"
+		}
+		return resp.StatusCode, fmt.Errorf("server %s: %s %s: the answer is over %d MiB%s",
+			r.base, method, path, maxAnswerBytes>>20, hint)
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {
