@@ -451,9 +451,25 @@ type runningJobs struct {
 	mu      sync.Mutex
 	head    *execution
 	stopped error // the hard stop's cause, once it came
+	// unseen holds, by job, when a cancel was heard for a job none of whose
+	// executions ran here: a claim of it may have been committed and its
+	// answer still be on its way (a network's round trip for a remote
+	// worker), and the cancel's pointer came first. add pokes such a job's
+	// execution as it registers. The pointer was dropped, and the handler
+	// ran for a canceled job until its next heartbeat (helper-89). A
+	// canceled job is never claimed again, so an entry matches only a claim
+	// made before the cancel; one no claim matches is dropped after
+	// unseenCancelFor, or when unseenCancelsMax are kept.
+	unseen map[int64]time.Time
 }
 
-// add adds x; after the hard stop, x's context is canceled at once.
+const (
+	unseenCancelsMax = 4096
+	unseenCancelFor  = 3 * time.Minute // past a claim's longest wait (60 s) and its answer
+)
+
+// add adds x; after the hard stop, x's context is canceled at once, and if a
+// cancel of its job was heard before it came, it checks its lease at once.
 func (r *runningJobs) add(x *execution) {
 	r.mu.Lock()
 	x.next = r.head
@@ -462,9 +478,16 @@ func (r *runningJobs) add(x *execution) {
 	}
 	r.head = x
 	stopped := r.stopped
+	heard, canceled := r.unseen[x.job.ID]
+	if canceled {
+		delete(r.unseen, x.job.ID)
+	}
 	r.mu.Unlock()
 	if stopped != nil {
 		x.end(stopped, time.Time{})
+	}
+	if canceled && time.Since(heard) < unseenCancelFor {
+		x.poke()
 	}
 }
 
@@ -485,6 +508,8 @@ func (r *runningJobs) remove(x *execution) {
 // poke has every execution of job id check its lease now rather than at its
 // next heartbeat (execution.poke): the job was canceled
 // (driver.CanceledWakeup). A walk of the jobs running, as a cancel is rare.
+// With none running here, the cancel is kept for an execution that may come
+// (runningJobs.unseen).
 func (r *runningJobs) poke(id int64) {
 	r.mu.Lock()
 	var found []*execution
@@ -493,10 +518,36 @@ func (r *runningJobs) poke(id int64) {
 			found = append(found, x)
 		}
 	}
+	if len(found) == 0 {
+		r.keepUnseen(id, time.Now())
+	}
 	r.mu.Unlock()
 	for _, x := range found {
 		x.poke()
 	}
+}
+
+// keepUnseen records a cancel heard for job id at now; r.mu is held. At the
+// bound, the entries past unseenCancelFor go, and then, if none did, the
+// oldest.
+func (r *runningJobs) keepUnseen(id int64, now time.Time) {
+	if r.unseen == nil {
+		r.unseen = make(map[int64]time.Time)
+	}
+	if _, ok := r.unseen[id]; !ok && len(r.unseen) >= unseenCancelsMax {
+		oldest, oldestAt := int64(0), now
+		for k, at := range r.unseen {
+			if now.Sub(at) >= unseenCancelFor {
+				delete(r.unseen, k)
+			} else if at.Before(oldestAt) {
+				oldest, oldestAt = k, at
+			}
+		}
+		if len(r.unseen) >= unseenCancelsMax {
+			delete(r.unseen, oldest)
+		}
+	}
+	r.unseen[id] = now
 }
 
 // stop cancels the context of every execution, and of every one added later,
