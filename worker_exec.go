@@ -437,6 +437,19 @@ func (x *execution) abandon() {
 		graceFor, errAbandoned), abandoned: true})
 }
 
+// endCanceled ends an execution whose job an operator canceled: counted and
+// told as "canceled", not as a lost lease.
+func (x *execution) endCanceled(msg string, reason any) {
+	w, job := x.w, x.job
+	jobLog{w.log, job}.Info(msg, "reason", reason)
+	w.stats.Canceled.Add(1)
+	if obs := w.cfg.Observer; obs != nil {
+		took := time.Since(x.began)
+		w.observe(func() { obs.Finished(job, "canceled", took) })
+	}
+	x.done()
+}
+
 // finish stops the heartbeat and writes the outcome o, unless the job is no
 // longer ours.
 func (x *execution) finish(o outcome) {
@@ -451,13 +464,7 @@ func (x *execution) finish(o outcome) {
 		// Canceled by an operator: the job is no longer ours, and whatever we
 		// report would be rejected. Not a lost lease: an alert on those
 		// fired at every cancel.
-		log.Info("handler stopped", "reason", cause)
-		w.stats.Canceled.Add(1)
-		if obs := w.cfg.Observer; obs != nil {
-			took := time.Since(x.began)
-			w.observe(func() { obs.Finished(job, "canceled", took) })
-		}
-		x.done()
+		x.endCanceled("handler stopped", cause)
 		return
 	case errors.Is(cause, errLeaseLost):
 		// The job is no longer ours: whatever we report would be rejected.
@@ -641,7 +648,7 @@ func (w *Worker) giveBack(job *Job, fence driver.FenceParams, log jobLog, releas
 		time.Sleep(wait)
 	}
 	log.Warn(why, append(args, "given_back", err == nil, "err", err)...)
-	if err != nil {
+	if err != nil && !driver.CanceledDuring(err, job.Attempt) { // a canceled job needs no giving back
 		w.stats.LeaseLost.Add(1)
 		w.observeLeaseLost(job)
 	}
@@ -905,6 +912,13 @@ func (x *execution) reportFrom(first error) {
 		}
 		if err == nil {
 			x.reported(outcome)
+			return
+		}
+		if driver.CanceledDuring(err, x.job.Attempt) {
+			// Canceled while it ran, and the cancel came before its
+			// heartbeat told of it: the cancel is the job's outcome, not
+			// a lost lease (helper-89).
+			x.endCanceled("result not recorded: the job was canceled while it ran", err)
 			return
 		}
 		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {

@@ -210,7 +210,33 @@ func FailOps(permanent bool) []lifecycle.Op {
 // ErrLeaseLost or ErrInvalidTransition): the operation, the job, and the
 // status and attempt the job has now, which tell the caller why.
 func Refused(op string, id int64, now lifecycle.Status, attempt int, err error) error {
-	return fmt.Errorf("%s job %d (now %s, attempt %d): %w", op, id, now, attempt, err)
+	return &RefusedError{Op: op, ID: id, Now: now, Attempt: attempt, Err: err}
+}
+
+// RefusedError is what Refused makes: errors.Is sees Err through it, and
+// errors.As the job's status and attempt when it was refused.
+type RefusedError struct {
+	Op      string
+	ID      int64
+	Now     lifecycle.Status
+	Attempt int
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s job %d (now %s, attempt %d): %v", e.Op, e.ID, e.Now, e.Attempt, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// CanceledDuring reports whether err refused a lease holder's call because
+// the job was canceled during its attempt: the holder lost nothing to another
+// worker or to the reaper, and the job's outcome is the cancel. Counted as a
+// lost lease, it set off the alert on those at every cancel (helper-89).
+func CanceledDuring(err error, attempt int) bool {
+	var r *RefusedError
+	return errors.As(err, &r) && errors.Is(r.Err, ErrLeaseLost) &&
+		r.Now == lifecycle.StatusCanceled && r.Attempt == attempt
 }
 
 // DLQOnlyFailed is the hint a DLQ requeue of a job that is not failed carries.

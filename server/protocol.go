@@ -458,6 +458,13 @@ func (f *fenceRequest) fence() (driver.FenceParams, error) {
 	return driver.FenceParams{ID: *f.TaskID, Attempt: *f.Attempt, LeaseToken: *f.LeaseToken}, nil
 }
 
+// lostLease reports whether err refused f's holder because it lost its lease
+// (drover_lease_lost_total), not because its job was canceled during its
+// attempt: a canceled job's refusals are not counted (helper-89).
+func lostLease(err error, f driver.FenceParams) bool {
+	return errors.Is(err, driver.ErrLeaseLost) && !driver.CanceledDuring(err, f.Attempt)
+}
+
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	var req fenceRequest
 	if err := decode(r, &req); err != nil {
@@ -470,7 +477,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	f.LeaseDuration = s.cfg.LeaseDuration
 	res, err := s.drv.JobHeartbeat(r.Context(), driver.HeartbeatParams{FenceParams: f})
 	if err != nil {
-		if errors.Is(err, driver.ErrLeaseLost) {
+		if lostLease(err, f) {
 			s.metrics.leaseLost()
 		}
 		return err
@@ -647,7 +654,7 @@ func (s *Server) taskComplete(w http.ResponseWriter, r *http.Request) error {
 		return driver.Invalid("status", `%q, want "succeeded", "failed" or "retry"`, *req.Status)
 	}
 	if err != nil {
-		if errors.Is(err, driver.ErrLeaseLost) {
+		if lostLease(err, f) {
 			s.metrics.leaseLost()
 		}
 		return err
