@@ -500,6 +500,7 @@ type completeBody struct {
 // deadline as a swallowed request did.
 func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, int, error) {
 	var out struct {
+		ID      int64     `json:"id"`
 		Status  JobStatus `json:"status"`
 		Attempt int       `json:"attempt"`
 	}
@@ -519,6 +520,15 @@ func (b *httpBackend) report(deadline time.Time, body completeBody) (JobStatus, 
 			applied()
 		}
 		err = read(path, resp, &out)
+		if err == nil && (out.ID != body.TaskID || out.Status == "") {
+			// A server answers the job it recorded the report on. A proxy's
+			// stub (200 {}) was taken for a recorded result: the worker told
+			// "succeeded", sent it no more, and the job ran again after its
+			// lease, failed on a last attempt (helper-88). As no answer, the
+			// report is sent again, with its request_id.
+			err = fmt.Errorf("POST %s: the %d answer is not job %d (id %d, status %q): not a server's answer",
+				path, resp.StatusCode, body.TaskID, out.ID, out.Status)
+		}
 	}
 	if cut() && err != nil {
 		err = fmt.Errorf("POST %s: no whole answer within %s of sending it: %w", path, wait, err)
