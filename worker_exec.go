@@ -957,8 +957,13 @@ func (x *execution) reportFrom(first error) {
 		}
 		if wait < minInterval {
 			msg := "could not record the result; the job will be retried after its lease expires"
+			_, remote := w.be.(*httpBackend)
 			switch {
-			case errors.Is(err, errRetryCheck): // an earlier try may have been applied: the job may be done
+			case errors.Is(err, errRetryCheck), remote && !errors.Is(err, ErrUnauthorized):
+				// An earlier try may have been applied: the job may be done.
+				// Over HTTP any sending may have reached the server and its
+				// answer been lost (helper-88 saw a job succeeded with this
+				// result while this said it was not recorded).
 				msg = "could not tell whether the result was recorded; if it was not, the job will be retried after its lease expires"
 			case errors.Is(err, ErrUnauthorized):
 				msg = "could not record the result: the server refused the worker's token; the job will be retried after its lease expires"
