@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -135,8 +136,8 @@ func TestServerCountsNoLostLeaseForACanceledJobsReport(t *testing.T) {
 		}
 		code, body = post("/internal/task-complete", fmt.Sprintf(`{"task_id":%d,"attempt":%d,"lease_token":%q,"status":"succeeded","output":{"ok":true},"request_id":"r1"}`,
 			task.TaskID, task.Attempt, task.LeaseToken))
-		if code != http.StatusConflict {
-			t.Fatalf("report of a canceled job: %d %s, want 409", code, body)
+		if code != http.StatusConflict || !strings.Contains(body, `"job_status":"canceled","attempt":1`) {
+			t.Fatalf("report of a canceled job: %d %s, want 409 saying the job's status and attempt", code, body)
 		}
 		lostTotal := func() string {
 			resp, err := http.Get(ts.url + "/metrics")
@@ -168,6 +169,73 @@ func TestServerCountsNoLostLeaseForACanceledJobsReport(t *testing.T) {
 		}
 		if got := lostTotal(); got != "drover_lease_lost_total 1" {
 			t.Errorf("after a report with a stale token: %q, want 1", got)
+		}
+	})
+}
+
+// deafToCancels forwards every request to upstream but the task-cancels long
+// polls, which it holds until the client gives up: the worker hears of no
+// cancel, as when its pointer is lost.
+type deafToCancels struct{ upstream string }
+
+func (p deafToCancels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body) // read first: the server then sees the client go
+	if r.URL.Path == "/internal/task-cancels" {
+		<-r.Context().Done()
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), strings.NewReader(string(body)))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// A remote worker whose report is refused because the job was canceled while
+// it ran tells it as canceled, not as a lost lease: the server's 409 says the
+// job's status and attempt (error.job_status, error.attempt).
+func TestRemoteWorkerTellsACanceledJobsRefusedReportAsCanceled(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ts := startServer(t, kind, server.Config{LeaseDuration: time.Hour})
+		ps := httptest.NewServer(deafToCancels{ts.url})
+		t.Cleanup(ps.Close)
+		gate := make(chan struct{})
+		started := make(chan struct{}, 1)
+		ws := drover.NewWorkers()
+		drover.Register(ws, "quick", func(ctx context.Context, _ *drover.Job, _ struct{}) (any, error) {
+			started <- struct{}{}
+			<-gate
+			return "done", nil
+		})
+		obs := &recordingObserver{finished: map[int64]string{}, done: make(chan struct{}, 4)}
+		cfg := fastWorkerConfig(ws)
+		cfg.LeaseDuration, cfg.HeartbeatInterval = time.Hour, 30*time.Minute
+		cfg.Observer = obs
+		w := startRemoteWorker(t, drover.RemoteConfig{URL: ps.URL, WaitSeconds: 1}, cfg)
+		j := enqueue(t, ts.c, "quick", nil, nil)
+		waitChan(t, started, "the handler to start")
+		if _, err := ts.c.Cancel(context.Background(), j.ID); err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+		close(gate)
+		waitChan(t, obs.done, "the worker to end the job")
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		if len(obs.lost) != 0 || w.Stats().LeaseLost.Load() != 0 || obs.finished[j.ID] != "canceled" || w.Stats().Canceled.Load() != 1 {
+			t.Errorf("a job canceled while it ran: Observer.LeaseLost(%v), Stats.LeaseLost=%d, Stats.Canceled=%d, Finished=%v; want it told as canceled",
+				obs.lost, w.Stats().LeaseLost.Load(), w.Stats().Canceled.Load(), obs.finished)
 		}
 	})
 }

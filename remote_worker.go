@@ -52,6 +52,12 @@ type RemoteError struct {
 	Status       int    // HTTP status
 	Code         string // the server's error code, e.g. "lease_lost"
 	Message      string
+	// JobStatus and Attempt are the job's when the server refused the call
+	// (lease_lost, invalid_transition), from a server that says them; then
+	// errors.As finds a *driver.RefusedError too, and driver.CanceledDuring
+	// tells a cancel during the caller's attempt from a lost lease.
+	JobStatus JobStatus
+	Attempt   int
 }
 
 func (e *RemoteError) Error() string {
@@ -63,6 +69,9 @@ func (e *RemoteError) Unwrap() []error {
 	case http.StatusConflict:
 		if e.Code == codeConflict {
 			return []error{ErrInvalidArgument, ErrRequestReused}
+		}
+		if e.JobStatus != "" {
+			return []error{&driver.RefusedError{Op: e.Path, Now: e.JobStatus, Attempt: e.Attempt, Err: ErrLeaseLost}}
 		}
 		return []error{ErrLeaseLost}
 	case http.StatusNotFound:

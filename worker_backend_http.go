@@ -664,8 +664,10 @@ func remoteError(path string, resp *http.Response) error {
 	e := &RemoteError{Method: http.MethodPost, Path: path, Status: resp.StatusCode}
 	var body struct {
 		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
+			Code      string    `json:"code"`
+			Message   string    `json:"message"`
+			JobStatus JobStatus `json:"job_status"`
+			Attempt   int       `json:"attempt"`
 		} `json:"error"`
 	}
 	if resp.StatusCode/100 == 3 {
@@ -675,6 +677,9 @@ func remoteError(path string, resp *http.Response) error {
 	}
 	if json.Unmarshal(raw, &body) == nil && (body.Error.Code != "" || body.Error.Message != "") {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
+		if body.Error.JobStatus.Valid() {
+			e.JobStatus, e.Attempt = body.Error.JobStatus, body.Error.Attempt
+		}
 	} else {
 		e.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(resp.StatusCode), " ", "_"))
 		e.Message = strings.TrimSpace(string(raw))

@@ -52,6 +52,12 @@ type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// A call the job's state refused (lease_lost, invalid_transition)
+		// says the job's status and attempt then, as its message does, for
+		// a program: a remote worker tells a cancel during its attempt from
+		// a lost lease by them.
+		JobStatus string `json:"job_status,omitempty"`
+		Attempt   *int   `json:"attempt,omitempty"`
 	} `json:"error"`
 }
 
@@ -114,6 +120,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = ae.code, ae.message
+	if re, ok := errors.AsType[*driver.RefusedError](err); ok && (ae.code == CodeLeaseLost || ae.code == CodeInvalidTransition) {
+		body.Error.JobStatus, body.Error.Attempt = string(re.Now), &re.Attempt
+	}
 	writeJSON(w, ae.status, body)
 }
 
