@@ -184,23 +184,9 @@ func (p deafToCancels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), strings.NewReader(string(body)))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
+	if a, ok := relay(w, r, p.upstream, body); ok {
+		a.write(w)
 	}
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
 }
 
 // A remote worker whose report is refused because the job was canceled while

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,35 +66,21 @@ func (p *skewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 		p.hbCount.Add(1)
 	}
-	u, _ := url.Parse(p.target + r.URL.RequestURI())
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, u.String(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
+	a, ok := relay(w, r, p.target, body)
+	if !ok {
 		return
 	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(resp.Body)
-	if r.URL.Path == "/internal/heartbeat" && resp.StatusCode != 200 && !bytes.Equal(bytes.TrimSpace(body), []byte("{}")) {
+	if r.URL.Path == "/internal/heartbeat" && a.status != 200 && !bytes.Equal(bytes.TrimSpace(body), []byte("{}")) {
 		p.hbFailed.Add(1)
 	}
 	var v any
-	dec := json.NewDecoder(bytes.NewReader(rb))
+	dec := json.NewDecoder(bytes.NewReader(a.body))
 	dec.UseNumber()
 	if dec.Decode(&v) == nil {
 		v = shiftTimes(v, time.Duration(p.d.Load()))
-		rb, _ = json.Marshal(v)
+		a.body, _ = json.Marshal(v)
 	}
-	for k, vs := range resp.Header {
-		if k == "Content-Length" {
-			continue
-		}
-		w.Header()[k] = vs
-	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(rb)))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(rb)
+	a.write(w)
 }
 
 // A remote worker whose clock is hours off the server's (seen from the worker:

@@ -1,7 +1,6 @@
 package drover_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -29,23 +28,9 @@ func (p *stubFirstReport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("{}"))
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
+	if a, ok := relay(w, r, p.upstream, body); ok {
+		a.write(w)
 	}
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
 }
 
 // A 2xx answer to a report that is not the job it was recorded on (a

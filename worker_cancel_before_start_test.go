@@ -32,30 +32,21 @@ type holdClaimProxy struct {
 
 func (p *holdClaimProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	req.Header = r.Header.Clone()
 	isCancels := r.URL.Path == "/internal/task-cancels"
 	if isCancels {
 		p.cancelPolls.Add(1)
 	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	a, ok := relay(w, r, p.upstream, body)
 	if isCancels {
 		p.cancelPolls.Add(-1)
 	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
+	if !ok {
 		return
 	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if isCancels && bytes.Contains(out, []byte(`"task_ids":[`)) && !bytes.Contains(out, []byte(`"task_ids":[]`)) {
+	if isCancels && bytes.Contains(a.body, []byte(`"task_ids":[`)) && !bytes.Contains(a.body, []byte(`"task_ids":[]`)) {
 		p.cancelsSeen.Add(1)
 	}
-	if r.URL.Path == "/internal/task-claim" && bytes.Contains(out, []byte(`"task_id"`)) {
+	if r.URL.Path == "/internal/task-claim" && bytes.Contains(a.body, []byte(`"task_id"`)) {
 		p.heldOnce.Do(func() { close(p.claimHeld) })
 		select {
 		case <-p.release:
@@ -63,11 +54,7 @@ func (p *holdClaimProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
+	a.write(w)
 }
 
 // A cancel heard before the claim's answer arrives (it landed after the
