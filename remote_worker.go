@@ -53,7 +53,8 @@ type RemoteError struct {
 	Code         string // the server's error code, e.g. "lease_lost"
 	Message      string
 	// JobStatus and Attempt are the job's when the server refused the call
-	// (lease_lost, invalid_transition), from a server that says them; then
+	// (lease_lost, invalid_transition), from a server that says them (its
+	// headers Drover-Job-Status and Drover-Job-Attempt); then
 	// errors.As finds a *driver.RefusedError too, and driver.CanceledDuring
 	// tells a cancel during the caller's attempt from a lost lease.
 	JobStatus JobStatus

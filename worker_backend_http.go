@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -664,10 +665,8 @@ func remoteError(path string, resp *http.Response) error {
 	e := &RemoteError{Method: http.MethodPost, Path: path, Status: resp.StatusCode}
 	var body struct {
 		Error struct {
-			Code      string    `json:"code"`
-			Message   string    `json:"message"`
-			JobStatus JobStatus `json:"job_status"`
-			Attempt   int       `json:"attempt"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
 		} `json:"error"`
 	}
 	if resp.StatusCode/100 == 3 {
@@ -677,8 +676,11 @@ func remoteError(path string, resp *http.Response) error {
 	}
 	if json.Unmarshal(raw, &body) == nil && (body.Error.Code != "" || body.Error.Message != "") {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
-		if body.Error.JobStatus.Valid() {
-			e.JobStatus, e.Attempt = body.Error.JobStatus, body.Error.Attempt
+		// A server says the job's state when it refused the call
+		// (server.JobStatusHeader; the server imports this package).
+		status := JobStatus(resp.Header.Get("Drover-Job-Status"))
+		if attempt, err := strconv.Atoi(resp.Header.Get("Drover-Job-Attempt")); err == nil && status.Valid() {
+			e.JobStatus, e.Attempt = status, attempt
 		}
 	} else {
 		e.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(resp.StatusCode), " ", "_"))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -52,12 +53,6 @@ type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
-		// A call the job's state refused (lease_lost, invalid_transition)
-		// says the job's status and attempt then, as its message does, for
-		// a program: a remote worker tells a cancel during its attempt from
-		// a lost lease by them.
-		JobStatus string `json:"job_status,omitempty"`
-		Attempt   *int   `json:"attempt,omitempty"`
 	} `json:"error"`
 }
 
@@ -118,13 +113,25 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	if re, ok := errors.AsType[*driver.RefusedError](err); ok && (ae.code == CodeLeaseLost || ae.code == CodeInvalidTransition) {
+		// The job's state, which the message says for people, for a program
+		// (a remote worker tells a cancel during its attempt from a lost
+		// lease by them), in headers: the body stays {"error": {"code",
+		// "message"}}.
+		w.Header().Set(JobStatusHeader, string(re.Now))
+		w.Header().Set(JobAttemptHeader, strconv.Itoa(re.Attempt))
+	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = ae.code, ae.message
-	if re, ok := errors.AsType[*driver.RefusedError](err); ok && (ae.code == CodeLeaseLost || ae.code == CodeInvalidTransition) {
-		body.Error.JobStatus, body.Error.Attempt = string(re.Now), &re.Attempt
-	}
 	writeJSON(w, ae.status, body)
 }
+
+// JobStatusHeader and JobAttemptHeader are, on a 409 lease_lost or a 422
+// the job's state refused, the job's status and attempt then.
+const (
+	JobStatusHeader  = "Drover-Job-Status"
+	JobAttemptHeader = "Drover-Job-Attempt"
+)
 
 // replayedHeader marks an answer to a repeated request (a request_id or an
 // idempotency key seen before), as Stripe's API does: the body is the job as
