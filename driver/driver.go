@@ -511,9 +511,23 @@ func (s MigrationStatus) Latest() uint {
 // is at a version newer than Latest.
 func (s MigrationStatus) CheckNotAhead() error {
 	if s.Current > s.Latest() {
-		return fmt.Errorf("%w: it is at version %d, this build knows up to %d: run a newer drover", ErrSchemaAhead, s.Current, s.Latest())
+		hint := ""
+		if s.Current >= 1_000_000 { // drover numbers its migrations 1, 2, 3…
+			hint = " (or the version table is another tool's: a version like this one is a timestamp)"
+		}
+		return fmt.Errorf("%w: it is at version %d, this build knows up to %d: run a newer drover%s", ErrSchemaAhead, s.Current, s.Latest(), hint)
 	}
 	return nil
+}
+
+// VersionTableUnreadable is the error of a version table (table) whose row
+// cannot be read as drover's (version bigint, dirty boolean): a table of that
+// name that another tool made, say. The database's error alone named neither
+// the table nor what to do (helper-92). A driver gives it only for an error
+// of the table's shape (a missing column, a value of another type), not for
+// one of reaching the database.
+func VersionTableUnreadable(table string, err error) error {
+	return fmt.Errorf("read the schema version from %s: %w (drover's has the columns version bigint and dirty boolean; if another tool made a table of that name, give drover a schema or database of its own)", table, err)
 }
 
 // Repairer is a driver that keeps sets derived from the job rows beside them

@@ -85,7 +85,7 @@ func (d *Driver) MigrateUp(ctx context.Context) error {
 	switch err := c.QueryRow(ctx, "SELECT version, dirty FROM "+table+" LIMIT 1").Scan(&v, &dirty); {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return fmt.Errorf("migrate up: %w", err)
+		return fmt.Errorf("migrate up: %w", versionReadError(table, err))
 	case dirty: // -1: golang-migrate's no version
 		return fmt.Errorf("migrate up: %w", &driver.SchemaDirtyError{Version: uint(max(v, 0)), Table: migrationsTable, Cause: migrate.ErrDirty{Version: int(v)}})
 	}
@@ -171,10 +171,22 @@ func (d *Driver) MigrateStatus(ctx context.Context) (driver.MigrationStatus, err
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: never migrated
 	case isNoRows(err):
 	case err != nil:
-		return st, fmt.Errorf("migration status: %w", err)
+		return st, fmt.Errorf("migration status: %w", versionReadError(table, err))
 	}
 	st.Current = uint(max(v, 0)) // golang-migrate writes -1 for none
 	return st, nil
+}
+
+// versionReadError is err of reading the version table's row, said as a
+// table of another shape when it is one (a column missing or of another type,
+// a value that does not scan into a number).
+func versionReadError(table string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42703" || pgErr.Code == "42804") || // undefined_column, datatype_mismatch
+		!errors.As(err, &pgErr) && strings.Contains(err.Error(), "can't scan") {
+		return driver.VersionTableUnreadable(table, err)
+	}
+	return err
 }
 
 func availableVersions(fsys fs.FS) []uint {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -106,7 +107,7 @@ func (d *Driver) up(ctx context.Context, versions []uint, bodies map[uint]string
 	switch err := tx.QueryRowContext(ctx, queries.Get("MigrateVersion")).Scan(&version, &dirty); {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
-		return 0, 0, fmt.Errorf("read the version: %w", err)
+		return 0, 0, versionReadError(err)
 	case dirty:
 		return 0, 0, &driver.SchemaDirtyError{Version: uint(max(version, 0)), Table: versionTable, Cause: migrate.ErrDirty{Version: int(version)}}
 	}
@@ -173,6 +174,15 @@ func isBusy(err error) bool {
 // golang-migrate table in the same file, as pgdriver's does.
 const versionTable = "drover_schema_migrations"
 
+// versionReadError is err of reading versionTable's row, said as a table of
+// another shape when it is one (a column missing, a value that is no number).
+func versionReadError(err error) error {
+	if msg := err.Error(); strings.Contains(msg, "no such column") || strings.Contains(msg, "Scan error") {
+		return driver.VersionTableUnreadable(versionTable, err)
+	}
+	return fmt.Errorf("read the version: %w", err)
+}
+
 // legacyVersionTable held it before: golang-migrate's default name, which an
 // application's golang-migrate uses too, so each read the other's version.
 const legacyVersionTable = "schema_migrations"
@@ -224,7 +234,7 @@ func (d *Driver) status(ctx context.Context) (st driver.MigrationStatus, legacy 
 	case errors.Is(err, sql.ErrNoRows):
 		return st, legacy, nil
 	case err != nil:
-		return st, legacy, fmt.Errorf("migration status: %w", err)
+		return st, legacy, fmt.Errorf("migration status: %w", versionReadError(err))
 	}
 	if version > 0 {
 		st.Current = uint(version)
