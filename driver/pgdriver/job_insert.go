@@ -23,23 +23,20 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 	if len(params) == 0 {
 		return nil, nil
 	}
-	// The jobs and their events are one statement, so it needs no transaction of
-	// its own: one commit. The wake-up follows in a statement of its own
-	// (insertMany), after that commit.
-	if !slices.ContainsFunc(params, func(p driver.InsertParams) bool { return p.IdempotencyKey != "" }) {
-		res, _, err := d.insertMany(ctx, d.pool, params, onPool)
-		return res, err
-	}
-	// A batch with idempotency keys reads the jobs of the keys that existed
-	// after its insert (and inserts again those whose job was deleted in
-	// between), in one transaction with it, so an error means nothing was
-	// enqueued. On the pool the insert committed on its own, and a read that
-	// failed after it (a deadline, a client gone, a dropped connection)
-	// answered an error for a batch whose new jobs were there: a retry, as an
-	// error invites, enqueued its jobs without a key twice (helper-79).
+	// One transaction, whose COMMIT is sent only while ctx is live (commit),
+	// so that an error means nothing was enqueued. Sent on the pool, the
+	// insert committed on its own when it ended, even after a canceled ctx
+	// had closed its connection and answered an error: a retry, as an error
+	// invites, enqueued the batch twice, and jobs without an idempotency key
+	// have nothing to tell a repeat (helper-91). A batch with keys also reads
+	// the jobs of the keys that existed after its insert (and inserts again
+	// those whose job was deleted in between); a read that failed after an
+	// insert that had committed answered an error for a batch whose jobs were
+	// there (helper-79).
+	keyed := slices.ContainsFunc(params, func(p driver.InsertParams) bool { return p.IdempotencyKey != "" })
 	for try := 1; ; try++ {
 		var res []driver.InsertResult
-		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) (err error) {
+		err := d.commit(ctx, func(tx pgx.Tx) (err error) {
 			res, _, err = d.insertMany(ctx, tx, params, inOwnTx)
 			return err
 		})
@@ -49,18 +46,49 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 		}
 		// Batches that name the same keys in other orders can deadlock
 		// (insertMany): this one's transaction is rolled back, and runs again.
-		if !isDeadlock(err) || try == insertTries {
+		if !keyed || !isDeadlock(err) || try == insertTries {
 			return nil, err
 		}
 	}
+}
+
+// commitWait bounds a COMMIT that commit sends after its caller's ctx ended.
+const commitWait = 10 * time.Second
+
+// commit runs fn in a transaction on the pool and commits it, unless fn
+// failed or ctx ended first: then nothing is committed, and the error says
+// so truly (a statement cut short by ctx closes its connection, which rolls
+// the transaction back). The COMMIT itself is sent without ctx's
+// cancellation, bounded by commitWait, so that a ctx that ends while it is on
+// its way does not leave the caller an error for work that committed. Only a
+// connection lost during the COMMIT leaves the outcome unknown.
+func (d *Driver) commit(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	after := context.WithoutCancel(ctx)
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(after)
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = tx.Rollback(after)
+		return fmt.Errorf("insert jobs: nothing committed: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(after, commitWait)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		return fmt.Errorf("insert jobs: commit: %w", err)
+	}
+	return nil
 }
 
 // insertMode is where insertMany's statements run.
 type insertMode int
 
 const (
-	onPool     insertMode = iota // each statement commits on its own; the wake-up follows the insert's
-	inOwnTx                      // in the driver's transaction: its caller wakes the workers once it commits
+	inOwnTx    insertMode = iota // in the driver's transaction: its caller wakes the workers once it commits
 	inCallerTx                   // in the caller's (JobInsertManyTx): a NOTIFY in the insert, sent when it commits
 )
 
@@ -159,8 +187,8 @@ func spoil(ctx context.Context, tx pgx.Tx, err error) error {
 // with its NOTIFY as without (pgbench: 3.2-4.4 against 1.5-2.1 ms on average),
 // and the harness's latency workload saw a p99 of 36-47 against 24-28 ms from
 // enqueue to start (fortieth session, bench/compare/HISTORY.md). An insert
-// on the pool commits on its own, so its wake-up goes out after that commit,
-// in a statement that writes no WAL (publishReady). One in the caller's
+// in the driver's own transaction (JobInsertMany) has its wake-up sent after
+// that commits, in a statement that writes no WAL (publishReady). One in the caller's
 // transaction cannot wait for a commit it does not see, and keeps its NOTIFY,
 // delivered when that transaction commits.
 //
@@ -179,14 +207,13 @@ var insertQueries = func() (q [2][2]string) {
 	return q
 }()
 
-// insertMany inserts and logs the jobs in one statement, wakes the workers of
-// the queues that got claimable work, then fetches the rows whose idempotency
-// key existed already. tx is the pool or a transaction; mode says which. In
-// the caller's transaction the wake-up is a NOTIFY in the statement,
-// delivered when that transaction commits; on the pool it is sent once the
-// statement has committed (insertQueries); in the driver's own transaction
-// its caller sends it once that commits. sent says, with an error, whether
-// the insert may have run: in the caller's transaction its jobs may be there.
+// insertMany inserts and logs the jobs in one statement, then fetches the
+// rows whose idempotency key existed already. tx is the driver's own
+// transaction or the caller's; mode says which. In the caller's transaction
+// the wake-up is a NOTIFY in the statement, delivered when that transaction
+// commits; in the driver's own its caller sends it once that commits
+// (insertQueries). sent says, with an error, whether the insert may have run:
+// in the caller's transaction its jobs may be there.
 func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.InsertParams, mode insertMode) (_ []driver.InsertResult, sent bool, _ error) {
 	inTx := mode == inCallerTx
 	n := len(params)
@@ -229,44 +256,37 @@ func (d *Driver) insertMany(ctx context.Context, tx dbtx, params []driver.Insert
 		}
 	}
 	var inserted []*driver.Job
-	for try := 1; ; try++ {
+	{
 		rows, err := tx.Query(ctx, insertQueries[b2i(keyed)][b2i(inTx)], kinds, queues, args, metas, prios, runAts,
 			maxes, timeouts, keys, retryOf, runIDs, nodes, nil, actors, d.channel, d.schema, d.dbName)
 		if err == nil {
 			inserted, err = collectJobs(rows)
 		}
-		if err == nil {
-			break
-		}
-		sent = !pgconn.SafeToRetry(err)
-		// The refusal is a failed statement in the caller's transaction, so
-		// it leaves it aborted, as any failed statement does: its work
-		// cannot commit without the jobs it meant to enqueue.
-		if inTx && isMismatch(err, "drover_database_mismatch: ") {
-			return nil, false, driver.Invalid("tx", "it is on another database than the driver's (%s): "+
-				"begin it on the driver's Pool(); the transaction is aborted: roll it back", d.dbName)
-		}
-		if inTx && isMismatch(err, "drover_schema_mismatch: ") {
-			return nil, false, driver.Invalid("tx", "its search_path leads to another schema's drover_jobs than the driver's (%s): "+
-				"begin it on the driver's Pool(), or put the driver's schema first on its search_path; the transaction is aborted: roll it back", d.schema)
-		}
-		if inTx && isNoDroverTable(err) {
-			return nil, false, driver.Invalid("tx", "its search_path reaches no drover_jobs (the driver's are in schema %s): "+
-				"begin it on the driver's Pool(), or put the driver's schema on its search_path; the transaction is aborted: roll it back", d.schema)
-		}
-		// Two batches that name the same idempotency keys in other orders
-		// each wait, through ON CONFLICT, for a key the other inserted
-		// first, and PostgreSQL ends one with a deadlock. On the pool the
-		// statement committed nothing and is sent again; the caller's
-		// transaction is aborted, and the caller retries it.
-		if mode != onPool || !isDeadlock(err) || try == insertTries {
-			return nil, sent, fmt.Errorf("insert jobs: %w", err)
+		if err != nil {
+			// The refusal is a failed statement in the caller's transaction, so
+			// it leaves it aborted, as any failed statement does: its work
+			// cannot commit without the jobs it meant to enqueue.
+			if inTx && isMismatch(err, "drover_database_mismatch: ") {
+				return nil, false, driver.Invalid("tx", "it is on another database than the driver's (%s): "+
+					"begin it on the driver's Pool(); the transaction is aborted: roll it back", d.dbName)
+			}
+			if inTx && isMismatch(err, "drover_schema_mismatch: ") {
+				return nil, false, driver.Invalid("tx", "its search_path leads to another schema's drover_jobs than the driver's (%s): "+
+					"begin it on the driver's Pool(), or put the driver's schema first on its search_path; the transaction is aborted: roll it back", d.schema)
+			}
+			if inTx && isNoDroverTable(err) {
+				return nil, false, driver.Invalid("tx", "its search_path reaches no drover_jobs (the driver's are in schema %s): "+
+					"begin it on the driver's Pool(), or put the driver's schema on its search_path; the transaction is aborted: roll it back", d.schema)
+			}
+			// Two batches that name the same idempotency keys in other
+			// orders each wait, through ON CONFLICT, for a key the other
+			// inserted first, and PostgreSQL ends one with a deadlock: its
+			// transaction is aborted, and JobInsertMany (or the caller of
+			// JobInsertManyTx) runs it again.
+			return nil, !pgconn.SafeToRetry(err), fmt.Errorf("insert jobs: %w", err)
 		}
 	}
 	sent = true
-	if mode == onPool {
-		d.publishReady(inserted)
-	}
 
 	// Match results to inputs: keyed rows by key; unkeyed rows in id order, which is
 	// input order because the insert consumes its input ordered by ordinality.
