@@ -320,6 +320,12 @@ func (w *Worker) Start(ctx context.Context) error {
 // hard stop), still waits for the worker to stop, and returns ctx.Err(). It
 // returned nil at once, while handlers still ran and their outcomes were not
 // yet written: a caller that then closed the database lost them.
+//
+// Stop waits for the worker's handlers and for its Observer's calls, so it
+// must not be called from either (as River's Stop must not be called from a
+// job): it would wait for its own caller, for ever with a ctx that never ends,
+// and from an Observer even past ctx's end. To stop a worker from a job,
+// call Stop in a goroutine of its own, or end the ctx Run was given.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started {
@@ -859,7 +865,7 @@ func (w *Worker) observe(call func()) {
 }
 
 // Observer hears what a worker does, for metrics. Calls come from many goroutines
-// and must not block.
+// and must not block, nor call the worker's Stop, which waits for them.
 type Observer interface {
 	// Claimed: n jobs of queue were claimed and started.
 	Claimed(queue string, n int)
