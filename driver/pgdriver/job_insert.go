@@ -52,7 +52,8 @@ func (d *Driver) JobInsertMany(ctx context.Context, params []driver.InsertParams
 	}
 }
 
-// commitWait bounds a COMMIT that commit sends after its caller's ctx ended.
+// commitWait bounds the COMMIT or ROLLBACK that commit sends, which do not
+// end with its caller's ctx.
 const commitWait = 10 * time.Second
 
 // commit runs fn in a transaction on the pool and commits it, unless fn
@@ -67,18 +68,24 @@ func (d *Driver) commit(ctx context.Context, fn func(pgx.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	after := context.WithoutCancel(ctx)
+	// The ROLLBACK or COMMIT is sent whatever became of ctx, bounded from
+	// when it is sent.
+	end := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), commitWait)
+	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback(after)
+		rctx, cancel := end()
+		defer cancel()
+		_ = tx.Rollback(rctx)
 		return err
 	}
+	ectx, cancel := end()
+	defer cancel()
 	if err := ctx.Err(); err != nil {
-		_ = tx.Rollback(after)
+		_ = tx.Rollback(ectx)
 		return fmt.Errorf("insert jobs: nothing committed: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(after, commitWait)
-	defer cancel()
-	if err := tx.Commit(cctx); err != nil {
+	if err := tx.Commit(ectx); err != nil {
 		return fmt.Errorf("insert jobs: commit: %w", err)
 	}
 	return nil
